@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite what is generated from the curr
 var unprivileged = []struct{ pkg, file string }{
 	{"internal/mcpserver", "closure-mcpserver.txt"},
 	{"internal/worker", "closure-worker.txt"},
-	// The whole program bound into every sandbox (#28); TestWorkerBinary checks the built
+	// The whole program bound into every sandbox; TestWorkerBinary checks the built
 	// binary's module list against this file's.
 	{"cmd/agora-worker", "closure-agora-worker.txt"},
 }

@@ -82,7 +82,7 @@ var forbidden = []edge{
 	{"internal/compute/kubernetes", "internal/secret", "the provider is handed a session token, never the sealer"},
 	{"internal/worker", "k8s.io/client-go", "the worker in a pod talks to agora's gateway, never to the cluster's API"},
 	{"internal/mcpserver", "k8s.io/client-go", "the MCP server is handed ports; cluster access is the provider's"},
-	// #28: no work at start-up.
+	// No work at start-up.
 	{"cmd/agora-full", "k8s.io/client-go/kubernetes/scheme", "its init registers every Kubernetes API group (650 KB, milliseconds) in every agora process; the kubernetes provider builds a scheme of the three groups it uses when a kubernetes target is first used"},
 	{"cmd/agora-full", "k8s.io/client-go/kubernetes", "the clientset links client-go's all-groups scheme; the kubernetes provider uses its own client of the three groups it needs"},
 	{"cmd/agora-full", "k8s.io/client-go/testing", "client-go's fakes (linked by gentype) pull in server-side apply (structured-merge-diff, the OpenAPI models) and their inits; the provider's typed client is its own"},
@@ -92,7 +92,7 @@ var forbidden = []edge{
 // internal/runtime/<name> package joins them without a row, so a new runtime is covered the
 // day it lands; the packages beneath a runtime (test doubles such as openaitest) run only in
 // tests, and whatever a runtime does import from beneath it is in its closure anyway.
-// cmd/agora-worker is the program the host binds into every sandbox (issue #28): the worker,
+// cmd/agora-worker is the program the host binds into every sandbox: the worker,
 // the hook, fetch and fdpass, and nothing else.
 var inSandbox = []string{"cmd/agora-worker", "internal/worker", "internal/toolreg", "internal/toolreg/builtin"}
 
@@ -110,14 +110,14 @@ var hostOnly = []struct{ to, why string }{
 	{"internal/dispatch", "the dispatcher is the host side"},
 	{"internal/runtimebin", "the host resolves and hashes the agent CLIs; the sandbox only runs the bound copy"},
 	{"internal/workerbin", "the host locates and hashes the worker binary; the sandbox only runs the bound copy"},
-	// The slim worker (#28): what only the host needs, and what made every sandbox and every
+	// The slim worker: what only the host needs, and what made every sandbox and every
 	// Claude Code hook event start a 90 MB binary with 389 package inits.
 	{"k8s.io/client-go", "the worker in a pod talks to agora's gateway, never to the cluster's API"},
 	{"go.opentelemetry.io/otel/sdk", "spans are the host's; the worker exports none"},
 	{"github.com/prometheus/client_golang", "metrics are the host's (agora orch serve --metrics)"},
 	{"github.com/moby/moby/client", "the container engine's client is the host's"},
 	{"github.com/spf13/cobra", "the sandbox's command line is a contract the host writes, parsed by hand in cmd/agora-worker"},
-	// #31: object storage is the host's; the worker never holds bucket credentials.
+	// Object storage is the host's; the worker never holds bucket credentials.
 	{"internal/s3", "blobs and anchors reach object storage from the host, with the host's credentials"},
 	{"github.com/aws/aws-sdk-go-v2", "the S3 signer is the host's (internal/s3)"},
 }

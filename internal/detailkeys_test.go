@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestDetailKeysHaveOneHome keeps the audit details' keys in one place (#28, one home per
+// TestDetailKeysHaveOneHome keeps the audit details' keys in one place (one home per
 // vocabulary): outside internal/audit/entry, no shipped code reads or writes an entry's
 // Details by a string literal (`Details["repo"]`); it names the key by entry's constant
 // (`Details[entry.KeyRepo]`), so a reader and the writers cannot drift apart on a spelling and

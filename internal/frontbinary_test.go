@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// maxFrontBinary caps the size of the front every `agora` command starts (#28: the whole
+// maxFrontBinary caps the size of the front every `agora` command starts (the whole
 // program is ~60 MB and spends milliseconds in its dependencies' inits; the front is 3.8 MB).
 const maxFrontBinary = 5 << 20
 

@@ -22,7 +22,7 @@ import (
 // few sentinel errors and the sync.OnceValue holders of what is made on first use (72 bytes
 // each); a compiled regexp (several KiB), a derived JSON Schema or a built table exceeds it.
 // Allocation is deterministic for a given binary, unlike time, so this is what the test pins
-// (#28: no package does work at init).
+// (no package does work at init).
 const initBudget = 2048
 
 // initLine is one line of GODEBUG=inittrace=1:
@@ -143,12 +143,12 @@ func TestNoInitWork(t *testing.T) {
 }
 
 // programInitBudgets is what a whole program may allocate in package init, all its packages
-// together (agora's own and its dependencies'), in bytes (#28: every agora process spends at
+// together (agora's own and its dependencies'), in bytes (every agora process spends at
 // most 5 ms in package init). Time is what the target names, but it swings with the machine's
 // load; the bytes are the same on every run of a binary, and they follow the work: most of
 // agora's init is its dependencies' regexps, schemes and registries, and ~40 % of its clock
 // is the page faults of the fresh heap and data pages those allocations touch (perf,
-// docs/BENCHMARKS.md "#28 package init, session 7"). Measured at 67cf834: agora 1,727,224
+// docs/benchmarks-history.md#28-package-init-session-7). Measured at 67cf834: agora 1,727,224
 // bytes in 323 packages with init work (4.9-5.1 ms quiet), agora-worker 84 KB in 99. A new
 // dependency that registers an API scheme (client-go's kubernetes/scheme: 656 KB) or compiles
 // a regexp table at init (distribution/reference: 414 KB) crosses the line; the message names
@@ -161,7 +161,7 @@ var programInitBudgets = map[string]int{
 	"agora-worker": 160 << 10,
 }
 
-// otherProgramInitBudget covers a program not named above: a small front (#28's one-shot CLI
+// otherProgramInitBudget covers a program not named above: a small front (the one-shot CLI
 // that forwards to a running serve) exists to start fast and stays as small as the worker.
 const otherProgramInitBudget = 160 << 10
 

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 )
 
-// The registry (#28, one home per vocabulary): a runtime is its directory under
+// The registry (one home per vocabulary): a runtime is its directory under
 // internal/runtime and its line in runtimes.All; the worker's table of adapters is generated
 // from that line. These two files may name every runtime.
 const (

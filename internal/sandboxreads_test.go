@@ -12,7 +12,7 @@ import (
 // hostReaders are the host-side packages that handle a dispatch's stage directory, which the
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
-// the host-file read of issue #11 and must be listed in readAllowed with its reason.
+// a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
 var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli"}
 
 // fileReads are the calls that open or read a file by path.
@@ -115,7 +115,7 @@ var readAllowed = map[string]string{
 	"cli/verify.go:readBundle: os.Open":                           "the bundle a person names",
 	"cli/verify.go:openBundle: os.Open":                           "the bundle a person names, opened to be streamed when it is large; the verifier reads it by offset and trusts none of its bytes",
 	"cli/audit.go:checkpointerFor: os.ReadFile":                   "keys/audit.pub in AGORA_HOME",
-	// #31 replication and restore: AGORA_HOME's own files and the directories the operator names.
+	// Replication and restore: AGORA_HOME's own files and the directories the operator names.
 	"cli/replicate.go:startReplication: os.ReadFile":  "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
 	"cli/gc_replica.go:pruneReplicas: os.ReadFile":    "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
 	"cli/doctor_buckets.go:replicaOwned: os.ReadFile": "keys/audit.pub and keys/secret.key in AGORA_HOME, which tell this home's replica generations from another home's",

@@ -10,7 +10,7 @@ import (
 )
 
 // maxWorkerBinary caps the size of the worker binary every sandbox and every Claude Code hook
-// event starts (#28: the full agora binary was 92 MB).
+// event starts (the full agora binary was 92 MB).
 const maxWorkerBinary = 20 << 20
 
 // workerForbidden are module path prefixes the built worker binary must not hold, whatever

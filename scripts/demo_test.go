@@ -14,7 +14,7 @@ import (
 
 // TestDemo_TellsItsStory runs scripts/demo.sh as make demo does (agora and its worker built
 // from this tree, a fresh AGORA_HOME, real bubblewrap and git) and checks that what it prints
-// shows the story it tells (#29 finding 8: five identical GREETING.txt patches showed none of
+// shows the story it tells (five identical GREETING.txt patches showed none of
 // it): every task's patch touches a file of its own, the review's REVIEW.md quotes the line
 // greet-docs handed off, the two tasks with disjoint locks ran at overlapping times and the two
 // sharing a lock never did.

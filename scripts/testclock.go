@@ -4,7 +4,7 @@
 // tests (and those of 100 ms or more, with and without a comment saying why), polling
 // deadlines, literal second and minute durations, t.Parallel calls and testing/synctest
 // bubbles. A sleep inside a synctest bubble moves its fake clock: it is counted apart, not as
-// a time.Sleep. `make test-clock` runs it; docs/BENCHMARKS.md keeps its figures over time.
+// a time.Sleep. `make test-clock` runs it; docs/benchmarks-history.md keeps its figures over time.
 //
 //	go run scripts/testclock.go [-list] [DIR]
 //

@@ -10,7 +10,7 @@
 // run git), as another interleaved command; with -base another agora binary (an earlier
 // build, say) runs the same no-op dispatch in the same rounds, so a change is measured
 // against what it replaces on the same machine at the same time. With -serve an `agora orch
-// serve` runs on -bin's home and a hand-off dispatch (#28: the one-shot CLI gives its
+// serve` runs on -bin's home and a hand-off dispatch (the one-shot CLI gives its
 // dispatch to serve) is measured too, the in-process one with AGORA_NO_HANDOFF=1 beside it.
 // With -mcp an `agora mcp` (stdio, the official MCP Go SDK client) runs on each home and the
 // no-op is also dispatched through its agora_dispatch tool, timed from the call to its answer
@@ -87,7 +87,7 @@ func newHome(bin, dir, capDir string) (*home, error) {
 	}
 	h := &home{bin: bin, dir: dir}
 	for _, args := range [][]string{
-		// A command that changes the catalog no longer creates a missing home (#29).
+		// A command that changes the catalog no longer creates a missing home.
 		{"init"},
 		{"capability", "register", "noop", "--from", capDir},
 		{"subagent", "register", "noop", "--command", "true", "--capability", "noop"},

@@ -3,8 +3,8 @@
 // stdin, judging the call against the grant and reporting it to a gateway on a Unix socket
 // (here a stub answering 204, as the real gateway does once the entry is recorded), to its
 // exit. Each round runs the slim worker (`agora-worker worker hook`) and, with -base, the full
-// agora binary (`agora worker hook`, what every hook event ran before #28), interleaved, so
-// both are read under the same load. Issue #28's goal: a hook event's process <= 12 ms.
+// agora binary (`agora worker hook`, the hook the full binary still has), interleaved, so
+// both are read under the same load. The target: a hook event's process <= 12 ms.
 //
 //	make build && go run ./bench/hookbench -n 50 -base bin/agora
 //

@@ -2,7 +2,7 @@
 //
 // For each binary it runs `agora version` and `agora --help` (and `agora-worker --help` with
 // -worker) with the runtime's init trace on (GODEBUG=inittrace=1) and sums every package's
-// init clock time per run: issue #28's goal is at most 5 ms for every agora process. -base
+// init clock time per run: the target is at most 5 ms for every agora process. -base
 // (and -base-worker) name earlier builds measured in the same rounds, interleaved, so a change
 // is read against what it replaces under the same load.
 //
@@ -10,7 +10,7 @@
 // with a no-op subagent and an `agora orch serve`, and every round runs `agora dispatch run`
 // under `strace --seccomp-bpf -e trace=execve,connect` (only those two calls stop the
 // process): the time from the CLI's execve to its connect to serve's orch.sock is Go's start,
-// every package init and the CLI up to the hand-off (#28 "one-shot hand-off").
+// every package init and the CLI up to the hand-off.
 //
 //	go build -o /tmp/ib ./bench/initbench
 //	nice -n -20 /tmp/ib -runs 30 -bin bin/agora -worker bin/agora-worker \

@@ -70,7 +70,7 @@ func (s *subject) measure() error {
 // page faults. They hint at the binary's page-cache state, which moves its init by up to
 // 1.5 ms: a file cached by read() faults ~200 times fewer than one the linker wrote or an exec
 // first faulted in; a copy faults as often, but each fault maps a large folio and costs less
-// (docs/BENCHMARKS.md "#28 package init, session 7"). Compare builds in the same state.
+// (docs/benchmarks-history.md#28-package-init-session-7). Compare builds in the same state.
 func trace(bin string, args []string) ([]pkgInit, float64, float64, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")

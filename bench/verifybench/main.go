@@ -1,5 +1,5 @@
 // Command verifybench measures `agora verify` of a large audit bundle against `sha256sum` of
-// the same file, interleaved in one run on the same machine (issue #28's goal: no slower than
+// the same file, interleaved in one run on the same machine (the target: no slower than
 // sha256sum, peak memory under 3x the file). It writes a real bundle with the audit package
 // (a SQLite log of -n entries, a signed checkpoint, an export), then runs each command -runs
 // times in turn and prints the median wall time and the largest max RSS of each.

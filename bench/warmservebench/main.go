@@ -1,5 +1,5 @@
 // Command warmservebench measures a no-op task's dispatch through `agora orch serve` with warm
-// slots (#30: standby supervisors) against the same through a serve without them, and a
+// slots (standby supervisors) against the same through a serve without them, and a
 // namespaced `bwrap true`, interleaved in one run on the same machine. Two homes, each with a
 // subagent whose command is `true`: "cold" (no warm:) and "warm" (`warm: 2` on the local
 // target), each with its own serve. Each round submits a one-task plan to each serve and
@@ -12,7 +12,7 @@
 //	make build && go run ./bench/warmservebench -n 30 -bin bin/agora
 //
 // With -docker IMAGE both homes' target is a docker target "box" of that image instead
-// (#30 docker warm slots held by serve: serve's standbys each hold a slot container); set
+// (serve's standbys each hold a slot container); set
 // DOCKER_HOST to the engine's socket.
 package main
 

@@ -13,7 +13,7 @@ import (
 )
 
 // TestVersion_E2E builds the real binary from this checkout with VCS stamping and asks it its version: the
-// commit and its time are the checkout's HEAD, read from the build information (#28). A
+// commit and its time are the checkout's HEAD, read from the build information. A
 // binary built with -buildvcs=false says it has no VCS information.
 func TestVersion_E2E(t *testing.T) {
 	git, err := exec.LookPath("git")

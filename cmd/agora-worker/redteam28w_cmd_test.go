@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam28W_RefusesHostCommands (red team #28, target 3): the slim worker runs only its
+// TestRedTeam28W_RefusesHostCommands: the slim worker runs only its
 // four sandbox words. Every host command of agora (dispatch, serve, catalog, verify, orch,
 // doctor, mcp), the hidden worker words spelt with extra or missing words, flags before the
 // word, a case-folded or padded word, and an empty command line are refused with exit 2, the

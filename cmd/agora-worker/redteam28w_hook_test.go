@@ -18,9 +18,9 @@ import (
 	"testing"
 )
 
-// Red team #28 (slim worker), target 2: Claude Code runs `agora-worker worker hook ARGS` for
+// Claude Code runs `agora-worker worker hook ARGS` for
 // every tool event. The slim program must decide exactly as the full agora binary's hidden
-// `agora worker hook` did before #28 (99408dd): same exit code, same stderr bytes, nothing on
+// `agora worker hook` does: same exit code, same stderr bytes, nothing on
 // stdout, and the same reports (bytes) to the relay, for hostile stdin (duplicate keys,
 // escapes, case folding, wrong types, huge input), hostile argv and hostile environment.
 //

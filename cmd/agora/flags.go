@@ -74,7 +74,7 @@ func parseRun(args []string) (*runFlags, bool) {
 			val = args[i]
 		}
 		// A value that is not UTF-8 would reach serve changed (JSON carries U+FFFD for it):
-		// serve would judge another name or path than this command line's (red team 33).
+		// serve would judge another name or path than this command line's.
 		if !utf8.ValidString(val) {
 			return nil, false
 		}

@@ -48,7 +48,7 @@ func FuzzParseRun(f *testing.F) {
 		if err != nil {
 			t.Fatalf("parseRun(%q): serve would refuse the request: %v\n%s", s, err, b)
 		}
-		// serve reads what was typed, unchanged (red team 33: JSON carries a value that is
+		// serve reads what was typed, unchanged (JSON carries a value that is
 		// not UTF-8 as U+FFFD, another name or path).
 		if got.Subagent != hr.Subagent || got.Target != hr.Target || got.Repo != hr.Repo || got.Workspace != hr.Workspace ||
 			got.Revision != hr.Revision || strings.Join(got.Envs, "\x00") != strings.Join(hr.Envs, "\x00") {

@@ -250,7 +250,7 @@ func TestFront_OddCommandLines(t *testing.T) {
 		{"a flag before the group", []string{"--actor", "root", "dispatch", "run", "--subagent", "x"}, false},
 		{"many flags", many, false},
 		{"a huge subagent name", []string{"dispatch", "run", "--subagent", long}, true},
-		// Not UTF-8: JSON would carry it changed; agora-full runs it (red team 33).
+		// Not UTF-8: JSON would carry it changed; agora-full runs it.
 		{"invalid UTF-8", []string{"dispatch", "run", "--subagent", "\xff\xfe", "--target", "\x01"}, false},
 		{"control characters", []string{"dispatch", "run", "--subagent", "a\x01", "--target", "\x01"}, true},
 		{"every flag the front reads", []string{"dispatch", "run", "--subagent=x", "--env", "a, b,,c", "--target", "t",

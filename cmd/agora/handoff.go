@@ -107,7 +107,7 @@ func tryHandoff(full string, args []string) (int, bool) {
 		return notTaken(in, full, said), true
 	}
 	// The end is written once follow returns: the process exits at once, its signal watch
-	// and serve's connection ending with it (their teardown cost a no-op 0.1 ms, #28).
+	// and serve's connection ending with it (their teardown cost a no-op 0.1 ms).
 	os.Exit(follow(in.ctx, full, sock, answer))
 	return 0, true
 }
@@ -158,7 +158,7 @@ func taker(sock string) string {
 // it, told not to ask serve again, after declined (the line saying why serve declined, or ""). A Ctrl-C that came while serve was asked (it may take up
 // to handoffAnswer) is this command's, as it is the whole program's, whose own hand-off
 // ends interrupted then: the front's handler took that signal, so the program it execs
-// would never see it and would run the dispatch (red team 33).
+// would never see it and would run the dispatch.
 func notTaken(in *interrupts, full, declined string) int {
 	if in.stop() {
 		fmt.Fprintf(os.Stderr, "agora: interrupted: agora dispatch run stopped before it finished (%v); what it had written is committed, see 'agora audit log'\n", context.Canceled)

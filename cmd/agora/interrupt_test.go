@@ -34,7 +34,7 @@ func TestInterrupts_SeenAtStop(t *testing.T) {
 // delivered waits until the runtime has handed the signal to the watch: in its channel, or
 // taken by the watcher. kill(2) to the process returns before some thread takes the signal,
 // and one taken after stop's signal.Stop gets Go's default action, which ends the test
-// binary ("signal: interrupt", CI of session 33). What stop must answer for is a signal the
+// binary ("signal: interrupt"). What stop must answer for is a signal the
 // watch was given; one the runtime had not yet taken is the program's next owner's to see.
 func delivered(t *testing.T, in *interrupts) {
 	t.Helper()

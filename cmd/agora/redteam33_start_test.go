@@ -14,8 +14,8 @@ import (
 // commands that need no network (version, help, completion, a usage error), dial nothing
 // whatever the environment points them at: the tracing exporter (OTEL_*), a docker engine
 // (DOCKER_HOST), proxies, an in-cluster API server, all aimed at listeners here that count
-// every connection. With strace on the machine, no socket is even made (the init cuts of
-// #28 narrowed imports; a dependency that dials or opens a socket at init would show here).
+// every connection. With strace on the machine, no socket is even made (the front links few
+// packages; a dependency that dials or opens a socket at init would show here).
 func TestRedTeam33_StartDialsNothing(t *testing.T) {
 	var dials atomic.Int64
 	count := func(l net.Listener) {

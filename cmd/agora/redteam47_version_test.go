@@ -1,6 +1,6 @@
 package main
 
-// Red team 47: `agora version` answered by the front from agora-full's build information
+// `agora version` answered by the front from agora-full's build information
 // (version.go). The invariant every test here holds the front to: whatever agora-full is and
 // whatever the command line, the front ends exactly as exec'ing agora-full would (stdout,
 // stderr, exit code), and it never hangs where the exec would not.

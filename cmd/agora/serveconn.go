@@ -19,7 +19,7 @@ import (
 // exactly the answers serve's net/http server writes (a status line, headers, then a body
 // of a Content-Length, chunked, or up to the close). net/http, and the TLS, x509 and HTTP/2
 // it links, were two thirds of the front's binary and a third of its package inits, paid by
-// every `agora` command before it dials (#28).
+// every `agora` command before it dials.
 
 // Bounds of what the front reads of an answer before its body.
 const (
@@ -32,7 +32,7 @@ var errAnswer = errors.New("malformed answer from serve")
 
 // serveConn is one request to serve: its connection and the answer's reader. The socket is
 // a blocking one, read and written by the calling goroutine: the front has no use for Go's
-// network poller, whose start (and the net package's) was most of its 0.12 ms dial (#28).
+// network poller, whose start (and the net package's) was most of its 0.12 ms dial.
 type serveConn struct {
 	f    *os.File
 	fd   int

@@ -65,8 +65,7 @@ func FuzzEscape(f *testing.F) {
 // carry text a person approving or reading never sees: Unicode tag characters spell any
 // ASCII invisibly ("ASCII smuggling": a write_file whose content tells the next model what to
 // do), zero-width characters and variation selectors encode bytes between visible letters,
-// and fillers read as blanks. Each is shown escaped, as the bidi controls are. Red team D of
-// #26.
+// and fillers read as blanks. Each is shown escaped, as the bidi controls are.
 func TestRedTeamWeb_InvisibleTextEscaped(t *testing.T) {
 	tags := func(s string) string {
 		var out []rune

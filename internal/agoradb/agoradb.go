@@ -20,16 +20,16 @@ func Migrations() []store.Migration {
 	m = append(m, audit.Migrations...)
 	m = append(m, view.Migrations...)
 	m = append(m, dispatch.Migrations...)
-	// retention's steps came after dispatch's last (#31): a later step of any package goes
+	// retention's steps came after dispatch's last: a later step of any package goes
 	// after this line, never into an earlier package's list, or it would shift the steps a
 	// released database has applied.
 	m = append(m, retention.Migrations...)
-	// The network gateway's stored sessions (#31), then what ties them to their dispatch.
+	// The network gateway's stored sessions, then what ties them to their dispatch.
 	m = append(m, netgw.SessionMigrations...)
 	m = append(m, dispatch.SessionMigrations...)
-	// The gateway's kept uploads (#46), tied to their session.
+	// The gateway's kept uploads, tied to their session.
 	m = append(m, netgw.UploadMigrations...)
-	// The learn dispatches indexed by run (#47: the run page reads them on every load).
+	// The learn dispatches indexed by run (the run page reads them on every load).
 	m = append(m, dispatch.LearnIndexMigrations...)
 	return m
 }

@@ -144,6 +144,6 @@ func RunsNoTest() bool {
 
 // noResident sets AGORA_NO_RESIDENT for this test process and every agora it starts: a
 // resident dispatcher an `agora dispatch run` starts after its dispatch would open the home
-// while the test's TempDir is removed ("directory not empty", CI session 45). The resident's
+// while the test's TempDir is removed ("directory not empty"). The resident's
 // own tests drop it from their commands' environment.
 func noResident() { os.Setenv("AGORA_NO_RESIDENT", "1") }

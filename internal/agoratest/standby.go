@@ -7,7 +7,7 @@ import (
 )
 
 // StandbyPIDs are the running (not zombie) `agora supervise --standby` processes of the home
-// at dir: the warm-slot holders a serve keeps (#30). Tests wait on them to pick the ready slot
+// at dir: the warm-slot holders a serve keeps. Tests wait on them to pick the ready slot
 // and to let a home go only once they have unmounted their stages.
 func StandbyPIDs(dir string) []int {
 	ents, _ := os.ReadDir("/proc")

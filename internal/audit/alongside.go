@@ -57,7 +57,7 @@ func (l *Log) AppendAllAlongside(ctx context.Context, tx *sql.Tx, st *Statements
 // encoder encodes and hashes a batch's entries on its own goroutine, publishing its progress
 // a chunk at a time: the inserts of the first chunks run while the later ones are encoded,
 // instead of the caller waiting for the whole batch (half the time of a 200-entry batch's
-// encoding, which outlasts the caller's rows; issue #28, session 10).
+// encoding, which outlasts the caller's rows).
 type encoder struct {
 	bodies, leaves [][]byte
 	done           chan int // the count of entries encoded so far, after every chunk; closed at the end

@@ -25,7 +25,7 @@ func newS3Anchor(t *testing.T, c *s3.Client) *anchor.S3 {
 	return a
 }
 
-// TestS3Anchor_Checkpoint (#31): each checkpoint becomes an object under COMPLIANCE retention
+// TestS3Anchor_Checkpoint: each checkpoint becomes an object under COMPLIANCE retention
 // in a real versitygw, and the server then refuses its rewrite and its deletion.
 func TestS3Anchor_Checkpoint(t *testing.T) {
 	srv := s3test.Shared(t)

@@ -95,7 +95,7 @@ func (a *appender) close() {
 
 // statements are an appender's four statements prepared on the pool, for a writer that
 // appends batch after batch (a [Batcher]): compiling them for every transaction was a third
-// of a small batch's time (the MCP server audits every call; issue #28). Close them when the
+// of a small batch's time (the MCP server audits every call). Close them when the
 // writer is done.
 type statements struct {
 	loadTree, insEntry, insNode, saveTree, insEntries *sql.Stmt

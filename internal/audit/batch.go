@@ -42,7 +42,7 @@ var ErrBatcherStopped = errors.New("audit log closed: the server is stopping")
 // pending is one batch: its callers queue their entries into it and wait on done, which is
 // closed once errs holds each entry's answer. One channel and one answer slice per batch, not
 // a channel per entry: at 64 writers the per-entry channel and its send were most of what a
-// Batcher cost over AppendAll (issue #28).
+// Batcher cost over AppendAll.
 type pending struct {
 	entries []Entry
 	// gone marks the entries whose callers gave up while the batch was still queued
@@ -87,7 +87,7 @@ func NewBatcher(db *store.DB, log *Log) *Batcher {
 // stops. When ctx ends first, an entry no transaction has taken yet is withdrawn (never
 // written) and Append returns ctx's error; one already taken may be committing, so Append
 // waits for its answer: a caller never hears "not written" of an entry that was (a call the
-// MCP guard then refuses would stand in the log as allowed; #28 red team, session 3).
+// MCP guard then refuses would stand in the log as allowed).
 func (b *Batcher) Append(ctx context.Context, e Entry) error {
 	b.mu.Lock()
 	if b.closed {

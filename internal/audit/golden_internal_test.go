@@ -150,7 +150,7 @@ func readGoldenLog(t *testing.T, db *store.DB) goldenLog {
 
 // TestGoldenLog: the same entries, appended through every writer, produce the same bytes,
 // leaf hashes, root and stored nodes as testdata/golden-log.json, which was written by the
-// code before the Batcher appended a batch with one tree load (#28). Logs written before a
+// code before the Batcher appended a batch with one tree load. Logs written before a
 // change must verify after it byte for byte.
 func TestGoldenLog(t *testing.T) {
 	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "agora.db"), Migrations)

@@ -28,7 +28,7 @@ func omissionFixture(t *testing.T) *fixture {
 }
 
 // TestVerify_CatchesOmission removes, adds or re-scopes entries of real filtered exports:
-// the first seven cases passed every check before selections were signed (issue #11, finding
+// the first seven cases passed every check before selections were signed (finding
 // 5a); each now fails the selection row, and only the rows named.
 func TestVerify_CatchesOmission(t *testing.T) {
 	f := omissionFixture(t)

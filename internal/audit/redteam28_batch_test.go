@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 )
 
-// Red team #28 (e28d7c1): the Batcher prepares its statements once on the pool and binds them
+// The Batcher prepares its statements once on the pool and binds them
 // to each batch's transaction. A batch that fails halfway (an entry insert or the tree's save
 // refused by the database) must leave nothing of itself committed: every caller of that batch
 // hears the error, none of its entries is in the log, the tree is as before, and the batches

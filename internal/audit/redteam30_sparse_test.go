@@ -24,7 +24,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// Red team of #28 session 4's sparse audit tree (Log.SparseTree: nodes below level 4 are not
+// Attacks on the sparse audit tree (Log.SparseTree: nodes below level 4 are not
 // stored and readers compute them from the leaves) and AppendAllAlongside.
 
 // TestRedTeam30_SparseProofsEqualFullForEverySize: a log written sparsely (in random batches

@@ -19,7 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// Red team 37 of 7cb2894: AppendAllAlongside inserts each chunk of 32 entries as soon as it is
+// AppendAllAlongside inserts each chunk of 32 entries as soon as it is
 // encoded, so an entry that cannot be encoded now fails the append after the chunks before it
 // were inserted and their nodes stored.
 

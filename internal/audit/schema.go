@@ -59,7 +59,7 @@ CREATE INDEX audit_anchors_anchor ON audit_anchors(anchor, size);
 // are "run/" and a run's 26-character ULID for every entry the orchestrator writes about a run
 // or its tasks. A run's entries then share one key and each append lands at the end of its
 // run's range of the index, where an index of whole subjects put it among its tasks' subjects
-// (#28 session 10: the subject index was a sixth of a layer's commit). Every query that selects
+// (the subject index was a sixth of a layer's commit). Every query that selects
 // entries by subject also names SubjectKey (through subjectIs or underSubject), so orch.db's
 // planner finds its index; agora.db keeps the whole-subject index, which the same queries use.
 // The subject column is still compared exactly: the key only narrows what is read.

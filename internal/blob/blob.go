@@ -127,7 +127,7 @@ func (s *Store) Get(d digest.Digest, maxSize int64) ([]byte, error) {
 	}
 	// Read into one buffer of the blob's size and hash it whole: io.Copy through a
 	// MultiWriter allocated a 32 KiB copy buffer on every read, and a dispatch reads its
-	// subagent and capabilities five to seven times (#28 noop). A blob is never rewritten
+	// subagent and capabilities five to seven times. A blob is never rewritten
 	// (0400, named by its digest); whatever is read is verified all the same.
 	//
 	// At most one byte past the size checked above is read: a file that grows after the

@@ -93,7 +93,7 @@ func TestPrices(t *testing.T) {
 	if p, ok := ps.Lookup("gpt-4o-2024-08-06"); !ok || p.InputPerMTok != 2.5 {
 		t.Errorf("declared alias priced %+v %v, want gpt-4o's", p, ok)
 	}
-	// Issue #26 finding 5: a name is never priced as a prefix of it. o1-pro costs ten times
+	// A name is never priced as a prefix of it. o1-pro costs ten times
 	// o1; a dated snapshot nobody declared has no price.
 	for _, name := range []string{"o1-pro-2025-03-19", "o1-pro", "gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-4", "GPT-4O", "gpt-4o "} {
 		if p, ok := ps.Lookup(name); ok {

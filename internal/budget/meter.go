@@ -94,7 +94,7 @@ func (m *Meter) Add(model string, u Usage, seen bool) {
 
 // Unpriced says why a model call naming model must be refused before it is sent: a usd
 // limit is set and model has no price (neither a priced name nor a declared alias), so its
-// cost could not be counted. "" when the call may go (issue #26, finding 5: refused at the
+// cost could not be counted. "" when the call may go (refused at the
 // request, not after the response spent what nobody could count).
 func (m *Meter) Unpriced(model string) string {
 	if m.limitNano == 0 {

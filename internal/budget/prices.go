@@ -75,7 +75,7 @@ func (ps Prices) Names() []string {
 
 // Lookup finds the price of model: its exact name, else the model that declares it among
 // its aliases. ok is false when neither exists. A name is never priced as the prefix of a
-// longer one: "o1-pro-2025-03-19" is not "o1" (issue #26, finding 5).
+// longer one: "o1-pro-2025-03-19" is not "o1".
 func (ps Prices) Lookup(model string) (p Price, ok bool) {
 	if p, ok := ps[model]; ok {
 		return p, true

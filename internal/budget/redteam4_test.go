@@ -2,7 +2,7 @@ package budget
 
 import "testing"
 
-// TestRedTeam4_AnthropicCacheWritesPriced (red team C, #26 finding 5): Anthropic charges a
+// TestRedTeam4_AnthropicCacheWritesPriced: Anthropic charges a
 // prompt-cache write 1.25 times the input price for the 5-minute cache and twice it for the
 // 1-hour one, and the request chooses which (cache_control ttl). The meter charged every
 // write at the input price, so a request marking its whole prompt "ttl": "1h" spent up to
@@ -35,7 +35,7 @@ func TestRedTeam4_AnthropicCacheWritesPriced(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_UnpinnedSubagentUnderUSDBudget (red team C, #26 finding 5): a claude-code
+// TestRedTeam4_UnpinnedSubagentUnderUSDBudget: a claude-code
 // subagent that names no model is not pinned, so a usd budget for it could only be counted
 // if every model the sandbox asks for were priced. It is refused at dispatch start: no price
 // holds for the empty name, and none can be declared for it. Held.

@@ -79,7 +79,7 @@ func TestDiffers_NamesEachField(t *testing.T) {
 		t.Errorf("equal contexts differ: %s", d)
 	}
 	// Two processes under one seccomp filter each: the programs may differ, and /proc cannot
-	// tell (red team 46h).
+	// tell.
 	filtered := base
 	filtered.Seccomp, filtered.SeccompFilters = "2", "1"
 	if d := filtered.Differs(filtered); !strings.Contains(d, "seccomp") {
@@ -133,7 +133,7 @@ func TestProver_OneUseOnePeerInTime(t *testing.T) {
 			t.Errorf("%s: the answer was taken", name)
 		}
 		if c.peer != me {
-			// Another process's answer leaves the challenge to its own (red team 46h: it
+			// Another process's answer leaves the challenge to its own (it
 			// could otherwise burn a CLI's challenge by naming its descriptor).
 			if err := p.Check(me, fd, secret, now); err != nil {
 				t.Errorf("%s: the challenge's own process could not answer it after: %v", name, err)

@@ -1,6 +1,6 @@
 package callerctx_test
 
-// Red team 46h: the hand-off proof (Prover) and the /proc comparison (Read, Differs).
+// The hand-off proof (Prover) and the /proc comparison (Read, Differs).
 
 import (
 	"bufio"

@@ -6,7 +6,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 )
 
-// What a catalog version looks like where it is shown (#29 finding 7): one Go type per kind,
+// What a catalog version looks like where it is shown: one Go type per kind,
 // which `agora KIND list -o json` prints and the MCP server's agora_*_list tools answer, so
 // the CLI and MCP agree on every member's name and value. The stored [Meta] stays as stored
 // (older and newer agora read it back); these are views of it. A name and its version are

@@ -102,7 +102,7 @@ latest again. The total size is capped (catalog.capability_max_size, default 50 
 	return cmd
 }
 
-// capabilityShow is the JSON shape of 'capability show': the list's item (#29 finding 7) and
+// capabilityShow is the JSON shape of 'capability show': the list's item and
 // the files.
 type capabilityShow struct {
 	capabilityListItem

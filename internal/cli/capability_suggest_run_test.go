@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestCapabilitySuggest_LearnPlanRunEndToEnd is #30's suggest test for a run (`--run RUN`) of
+// TestCapabilitySuggest_LearnPlanRunEndToEnd is the suggest test for a run (`--run RUN`) of
 // a plan whose tasks say learn: true, through the real binary, orch serve and bubblewrap:
 // fetcher holds no grant; the run's three learn tasks finish with their command and requests
 // recorded as would-deny (no refusal); suggest over the run proposes, register takes it as

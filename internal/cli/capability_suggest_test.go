@@ -165,7 +165,7 @@ func TestCapabilitySuggest_EndToEnd(t *testing.T) {
 	}
 }
 
-// TestCapabilitySuggest_LearnEndToEnd is #30's test on learn dispatches: fetcher holds no
+// TestCapabilitySuggest_LearnEndToEnd is the suggest test on learn dispatches: fetcher holds no
 // grant; three learn dispatches run anyway, their command and requests recorded as
 // would-deny; suggest proposes, register takes it as is, and the same three run (not in learn
 // mode) with zero refusals while a fourth, different one is refused.

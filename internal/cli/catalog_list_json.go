@@ -6,8 +6,8 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 )
 
-// The JSON of `agora KIND list -o json` and, with what the content holds, `KIND show -o json`
-// (#29 finding 7): the MCP server's agora_*_list answer,
+// The JSON of `agora KIND list -o json` and, with what the content holds, `KIND show -o json`:
+// the MCP server's agora_*_list answer,
 // {capabilities}, {subagents}, {envs} (and {workspaces}, which MCP publishes in agora_dispatch's
 // schema instead), each item the kind's catalog entry, the type MCP answers with, plus what only
 // the host sees (catalog.HostOnly). The stored versions, with their nested meta, are not shown.

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli"
 )
 
-// TestExitCodes_Table (#29 finding 6): README.md's exit-code table is the one 'agora --help'
+// TestExitCodes_Table: README.md's exit-code table is the one 'agora --help'
 // prints from exitcode.go, row for row, and the classes have the codes the issue settles.
 func TestExitCodes_Table(t *testing.T) {
 	r := runAgora(t, nil, "--help")
@@ -73,7 +73,7 @@ func dropDeclined(stderr string) string {
 	return stderr
 }
 
-// TestCommandTree_ErrorClasses (#29 finding 6): every error class has its exit code on every
+// TestCommandTree_ErrorClasses: every error class has its exit code on every
 // command. Each command that looks a name or id up refuses an unknown one with exit 6 and
 // the one wording, `KIND "ID" not found` (the tree walk fails on a command with no line here);
 // bad input (a manifest, a plan, a capability, a subagent file) exits 7 on every command that

@@ -63,7 +63,7 @@ func missingHomeArgs(dir string) map[string][]string {
 	}
 }
 
-// TestCommandTree_MissingHome (#29 finding 4): only 'agora init' creates a home. Every other
+// TestCommandTree_MissingHome: only 'agora init' creates a home. Every other
 // command (agora mcp too: it serves the refusal to its client, then exits with it), run with a command line that is right and an AGORA_HOME that does not exist (a
 // mistyped path), refuses with exit 2, naming the path and 'agora init', and leaves the path
 // absent: no directory, no agora.db. The few commands that need no home (homeFree) run

@@ -95,7 +95,7 @@ type dispatchRunOptions struct {
 	// inProcess keeps the dispatch in this process even when a serve runs (--in-process).
 	inProcess bool
 	// notUTF8 is set when a flag's value is not UTF-8: the hand-off's JSON would carry it
-	// changed (U+FFFD), so serve would judge another name or path (red team 33).
+	// changed (U+FFFD), so serve would judge another name or path.
 	notUTF8 bool
 }
 
@@ -329,7 +329,7 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, su
 	}
 	// Dispatches whose supervisor died are ended before this one is accepted: at once in the
 	// one-shot CLI (its Supervisors are new), at most once per detach.ReapEvery in serve,
-	// whose hand-offs would otherwise each pay for the scan (0.3 ms of a 14 ms no-op, #28),
+	// whose hand-offs would otherwise each pay for the scan (0.3 ms of a 14 ms no-op),
 	// as mcphost's dispatches do.
 	if err := sup.Reap(ctx); err != nil {
 		return err
@@ -572,7 +572,7 @@ func nonEmpty(ss ...string) []string {
 type dispatchSuperviseOptions struct {
 	f  *Factory
 	id string
-	// standby is --standby TARGET: wait, with a warm slot, for the holder's claim (#30).
+	// standby is --standby TARGET: wait, with a warm slot, for the holder's claim.
 	standby string
 }
 
@@ -623,7 +623,7 @@ func dispatchSuperviseRun(ctx context.Context, opts *dispatchSuperviseOptions) e
 }
 
 // keepLeaderFence fences every commit of a supervisor a leading serve started with the
-// leader's own fence (fencefile, #31): one whose leader lost the lease commits nothing, and
+// leader's own fence (fencefile): one whose leader lost the lease commits nothing, and
 // the supervisors it starts in turn keep the same fence.
 func keepLeaderFence() {
 	check, env, ok := fencefile.FromEnv()

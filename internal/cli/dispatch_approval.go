@@ -16,7 +16,7 @@ import (
 
 // Reading a held call before deciding it: 'agora dispatch approval list ID' shows every
 // call of a dispatch held for approval with its preview, and 'agora dispatch approval show
-// ID CALL' prints a pending call's whole arguments (issue #26, finding 4: a preview cut at
+// ID CALL' prints a pending call's whole arguments (a preview cut at
 // 2 KiB is not enough to approve a call by).
 
 func newDispatchApprovalCmd(f *Factory) *cobra.Command {

@@ -45,7 +45,7 @@ const handoffAnswer = 5 * time.Second
 // nothing was written or recorded.
 var errNoHandoff = errors.New("no hand-off")
 
-// handoff gives the dispatch to a running `agora orch serve` of this home (#28) and writes
+// handoff gives the dispatch to a running `agora orch serve` of this home and writes
 // what serve streams back, or returns errNoHandoff when it cannot (no serve, an older one, a
 // serve of another home or binary, a socket it does not trust, a request serve declines): the
 // CLI then runs today's in-process path with no visible difference. Once serve took the

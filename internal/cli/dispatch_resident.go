@@ -22,7 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/service"
 )
 
-// The resident dispatcher (#28) is `agora dispatch run`'s own resident path: a home with no
+// The resident dispatcher is `agora dispatch run`'s own resident path: a home with no
 // `agora orch serve` gets one when its first `agora dispatch run` starts it in the background,
 // and the later ones hand their dispatches to it over AGORA_HOME/orch/resident.sock exactly
 // as they would to serve (dispatch_handoff.go), so a no-op pays for no Go start, no agora.db
@@ -151,8 +151,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	// flight end first: each is a CLI's, waiting for its end.
 	ln.Close()
 	r.drain()
-	// Only if the path is still its own: a resident that replaced this one keeps its socket
-	// (red team 45).
+	// Only if the path is still its own: a resident that replaced this one keeps its socket.
 	ln.RemoveSocket()
 	log.Info("resident dispatcher left", "why", why, "refused", r.refusals.total(), "declined", r.declines.total(), "dispatches", srv.Handoffs())
 	return nil
@@ -266,8 +265,7 @@ func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer se
 	run, err := r.runner.Prepare(ctx, req, peer)
 	if err != nil {
 		// Not a dispatch of its: a stream of declined hand-offs (a shell of another
-		// environment, a process of this user) does not keep it past resident.idle (red
-		// team 48).
+		// environment, a process of this user) does not keep it past resident.idle.
 		r.out()
 		return nil, r.declined(peer, err)
 	}
@@ -282,7 +280,7 @@ func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer se
 // it itself, with no word to its user), at most once a minute for each reason, and returns
 // err. The server's own line of it is below the log's level, with the line of every
 // hand-off taken. Any other error is a malformed request, not a decline: the server's
-// refusal line says it, never its text, which may quote what the peer sent (red team 48b).
+// refusal line says it, never its text, which may quote what the peer sent.
 func (r *resident) declined(peer service.Peer, err error) error {
 	var d *service.Declined
 	if !errors.As(err, &d) {

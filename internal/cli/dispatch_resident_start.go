@@ -71,7 +71,7 @@ func startResident(ctx context.Context, opts *dispatchRunOptions) {
 	}
 	// Its log and its socket go only into an orch/ of this user's that no one else may
 	// write: a CLI never uses a socket in any other (trustedSocket), and another user could
-	// have put anything at resident.log there (red team 45).
+	// have put anything at resident.log there.
 	if !ownPrivate(odir, os.ModeDir) {
 		return
 	}
@@ -112,7 +112,7 @@ func startResident(ctx context.Context, opts *dispatchRunOptions) {
 
 // openResidentLog opens the resident's log for appending, cut to nothing past
 // residentLogCap; never through a symlink, and only a regular file: O_NONBLOCK, as a FIFO
-// there would hold the opening `agora dispatch run` until someone read it (red team 45).
+// there would hold the opening `agora dispatch run` until someone read it.
 func openResidentLog(path string) (*os.File, error) {
 	logf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
@@ -154,7 +154,7 @@ func stopResident(ctx context.Context, f *Factory) error {
 		return fmt.Errorf("the resident dispatcher's socket %s is not held by a process of this user", sock)
 	}
 	// Only a resident dispatcher of this agora is stopped: another program listening there
-	// (red team 45) keeps its socket, and --stop does not wait for it to exit, which it never
+	// keeps its socket, and --stop does not wait for it to exit, which it never
 	// would. A resident of a replaced agora binary leaves by itself within a second.
 	exe, err := os.Executable()
 	if err != nil {

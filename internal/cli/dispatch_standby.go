@@ -46,7 +46,7 @@ func dispatchStandbyRun(ctx context.Context, opts *dispatchSuperviseOptions) err
 // standbyStale notes agora.yaml and the running binary as this standby found them, before
 // it loads anything, and returns the check its claim makes: a standby that would run a
 // dispatch under a configuration or a binary no cold supervisor started now would use
-// refuses it (red team of warm2: a standby outliving an edit of the target's limits).
+// refuses it (a standby outliving an edit of the target's limits).
 func standbyStale(f *Factory) (func() error, error) {
 	dir, err := f.HomeDir()
 	if err != nil {

@@ -18,7 +18,7 @@ const (
 )
 
 // superviseWarm is serve's resident path for a handed-off dispatch of a target with a warm
-// slot ready (#28, #30): a standby supervisor claims it (serve's plan and MCP dispatches go
+// slot ready: a standby supervisor claims it (serve's plan and MCP dispatches go
 // the same way) and this follows its record, printing what the in-process path prints when
 // it shows no phases: started, then the end. It reads the record every warmPoll, and at once
 // when the standby says the end is committed or exits. Ctrl-C cancels it and waits for the end it
@@ -48,7 +48,7 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 		case <-ctx.Done():
 			return cancel()
 		case <-ended:
-			// The standby committed the end (#28): read it now, not at the next poll, which
+			// The standby committed the end: read it now, not at the next poll, which
 			// cost the one-shot 2.5 ms on average.
 			ended = nil
 		case <-exited:
@@ -70,7 +70,7 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 			// The supervisor exited before the dispatch ended (killed with -9, the OOM
 			// killer): nobody else finishes its record. Follow it as the CLI does when serve
 			// dies: a started one whose supervisor is gone is reaped (failed/lost), one handed
-			// on is followed, an accepted one gets a supervisor (red team 31: the CLI waited
+			// on is followed, an accepted one gets a supervisor (the CLI waited
 			// forever).
 			if r, err = sup.Watch(ctx, r); err != nil {
 				if ctx.Err() != nil {
@@ -94,7 +94,7 @@ const supervisorGoneWithin = time.Minute
 // afterSupervisor returns, for a dispatch with a callback URL, once the supervisor that ran
 // it in another process (a standby, a detached one) has exited. That supervisor delivers the
 // dispatch's callbacks as it ends; the caller's delivery (deliverCallbacks) must then find
-// them delivered, not send them a second time beside it (red team 31: the end event reached
+// them delivered, not send them a second time beside it (the end event reached
 // the receiver twice). What the supervisor could not deliver, the caller retries, as the
 // in-process path would.
 func afterSupervisor(ctx context.Context, d *dispatch.Dispatcher, r *dispatch.Record) {

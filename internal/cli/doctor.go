@@ -17,7 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// warmHolders reads what the serves holding warm slots of a home say (#30).
+// warmHolders reads what the serves holding warm slots of a home say.
 func warmHolders(stateDir string) ([]doctor.WarmHolder, error) {
 	hs, err := detach.ReadHolders(stateDir)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 )
 
-// probeEngine is doctor's engine check (#31): a docker target's provider is built exactly as a
+// probeEngine is doctor's engine check: a docker target's provider is built exactly as a
 // dispatch builds it (the engine answers, the pinned image is present; nothing pulled or
 // started), a kubernetes target's cluster is asked to list agora's Jobs under its Role.
 func probeEngine(ctx context.Context, t config.Target) (string, error) {

@@ -11,7 +11,7 @@ import (
 
 // TestProbeEngine_Unreachable: the engine probe doctor runs answers with the engine's own
 // error for a docker target whose socket does not exist and a kubernetes target whose API
-// server is not listening, never "ok" (#31: doctor said "config ok" without asking).
+// server is not listening, never "ok" (doctor said "config ok" without asking).
 func TestProbeEngine_Unreachable(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	box := config.Target{Provider: config.ProviderDocker, Remote: config.Remote{

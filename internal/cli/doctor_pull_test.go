@@ -14,7 +14,7 @@ import (
 // probe of a jobs target, the agent-sandbox probe of that backend's) on a real API server
 // report an image pull secret that does not exist and one that is no registry credential,
 // by name, with the Secret's data nowhere in what they say; the registry credential passes.
-// They also report a runtime_class the cluster lacks (#30).
+// They also report a runtime_class the cluster lacks.
 func TestDoctor_PullSecretsOnRealControlPlane(t *testing.T) {
 	// agent-sandbox's CRDs and controller too, so that backend's probe gets past its own check.
 	c := k8stest.Start(t, k8stest.Options{AgentSandbox: true})
@@ -60,7 +60,7 @@ func TestDoctor_PullSecretsOnRealControlPlane(t *testing.T) {
 		if err != nil && (strings.Contains(err.Error(), secretValue) || strings.Contains(err.Error(), "regcred")) {
 			t.Errorf("%s probe names the good secret or prints a secret's data: %v", what, err)
 		}
-		// runtime_class (#30): a class the cluster lacks is named; one it has passes.
+		// runtime_class: a class the cluster lacks is named; one it has passes.
 		missing := target("regcred")
 		missing.RuntimeClass = "no-such-class"
 		if err := probe(t.Context(), missing); err == nil || !strings.Contains(err.Error(), `runtime_class "no-such-class": the cluster has no RuntimeClass`) {

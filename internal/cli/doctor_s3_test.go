@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 )
 
-// TestDoctor_S3Buckets (#31): agora doctor asks each configured bucket whether it exists and
+// TestDoctor_S3Buckets: agora doctor asks each configured bucket whether it exists and
 // takes agora's credentials, and says which fails and why, without the secret.
 func TestDoctor_S3Buckets(t *testing.T) {
 	srv := s3test.Shared(t)

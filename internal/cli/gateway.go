@@ -92,7 +92,7 @@ const GatewaySlotsDir = "gateway/slots"
 // kubernetes provider uses) and the CA certificate its pods trust; the CA is made on first
 // use, for host. Its sessions are also kept in agora.db (db), which decides whether one
 // stands: a replica restored from the replica of agora.db accepts the in-flight Jobs' tokens,
-// and a session ended anywhere stays ended (netgw/stored.go, #31).
+// and a session ended anywhere stays ended (netgw/stored.go).
 //
 // uploads, when not nil (a serve that replicates its home: keptUploads), keeps each result
 // upload beyond this host's disk before the gateway answers it, and gives a session taken
@@ -145,14 +145,14 @@ func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) 
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	// The slots too: a resident agora's Kubernetes warm slots (#30) claim their dispatch here.
+	// The slots too: a resident agora's Kubernetes warm slots claim their dispatch here.
 	// Fence: with leader: in agora.yaml, a replica whose Lease fence shut serves nothing
 	// (store.CheckFence is nil without a fence).
 	srv := &netgw.Server{Registry: reg, Slots: &netgw.Slots{Dir: filepath.Join(h.Dir, GatewaySlotsDir)},
 		Version: hostWorkerVersion(f, h.Config), Log: slog.New(slog.NewJSONHandler(f.IO.ErrOut, nil)), Fence: store.CheckFence}
 	if pooled(h.Config) {
 		// The pods of agent-sandbox warm pools (warm_pool: true) enrol here with their
-		// projected tokens, which the apiserver's TokenReview verifies (#30).
+		// projected tokens, which the apiserver's TokenReview verifies.
 		d, err := f.Dispatcher(ctx)
 		if err == nil {
 			srv.Pods, err = d.PoolVerifier(ctx)
@@ -179,7 +179,7 @@ func advertisedHost(s string) (string, error) {
 // hostWorkerVersion is what the gateway tells a pod's worker to match: the identity of the
 // worker program this agora dispatches with (agora-worker beside it, or the one agora.yaml or
 // AGORA_WORKER_BINARY names), which `make image` copies into the worker image. An unversioned
-// build is compared by its bytes, so a stale image of one is refused (#31).
+// build is compared by its bytes, so a stale image of one is refused.
 func hostWorkerVersion(f *Factory, c *config.Config) string {
 	// Without a worker program to read, this agora's own version: a release's still matches
 	// its image; an unversioned build's matches nothing.

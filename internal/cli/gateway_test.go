@@ -112,7 +112,7 @@ func TestGatewayServeRun(t *testing.T) {
 	if _, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MaxVersion: tls.VersionTLS12}); err == nil {
 		t.Error("a TLS 1.2 client was accepted")
 	}
-	// It serves the home's warm slots too (#30 Kubernetes warm slots): a slot made in
+	// It serves the home's warm slots too: a slot made in
 	// AGORA_HOME/gateway/slots by a resident agora is claimed through it.
 	sess, err := (&netgw.Registry{Dir: filepath.Join(dir, GatewaySessionsDir)}).Export(t.Context(), compute.Spec{ID: "01GWSLOT"})
 	if err != nil {

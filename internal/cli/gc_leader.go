@@ -6,7 +6,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 )
 
-// With leader: in agora.yaml (#31) the replicas share blobs.s3 and the replica bucket, and
+// With leader: in agora.yaml the replicas share blobs.s3 and the replica bucket, and
 // each has a home of its own: a standby's is stale, an old leader's is fenced. A purge decided
 // from either would delete shared objects the serving leader's home still names (a blob a
 // newer dispatch shares, a replica generation a restore needs) and commit to a home no one

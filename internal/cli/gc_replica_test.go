@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/replicate"
 )
 
-// TestGC_PrunesReplicaGenerations (#31): a home whose agora.db was replicated by three serve
+// TestGC_PrunesReplicaGenerations: a home whose agora.db was replicated by three serve
 // starts (three generations on versitygw) with replicate.keep_generations 1: `agora gc
 // --dry-run` lists the two older generations and deletes nothing; `agora gc` records one
 // retention.replica_pruned entry each and deletes them, keeping the newest.

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestLists_HaveHeaders (#29 finding 8): every table-like list names its columns off a
+// TestLists_HaveHeaders: every table-like list names its columns off a
 // terminal too (make demo, a pipe to less), as its first line, tab-separated like the rows;
 // -o json is unchanged (TestAuditLog and the JSON goldens pin it).
 func TestLists_HaveHeaders(t *testing.T) {

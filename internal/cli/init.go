@@ -15,7 +15,7 @@ import (
 type initOptions struct {
 	f *Factory
 	// gatewayCA also makes the network gateway's CA (keys/gateway-ca.pem and .key), which
-	// replicas on a Lease share (#31).
+	// replicas on a Lease share.
 	gatewayCA bool
 }
 

@@ -30,7 +30,7 @@ func probe(addr string) int {
 	return resp.StatusCode
 }
 
-// TestLeaderLease_OnlyTheLeaderIsReady (#31) with the real binary on a real control plane: two
+// TestLeaderLease_OnlyTheLeaderIsReady with the real binary on a real control plane: two
 // replicas of `agora orch serve --gateway`, each on its own port. Only the leader's gateway
 // answers the readiness probe 200 (the chart's probe: the Service agora-gateway-vip has the
 // leader alone as its endpoint); the standby's port refuses, so a Job sent to it reaches

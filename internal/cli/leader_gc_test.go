@@ -36,7 +36,7 @@ func oldDispatch(t *testing.T, home, id string, p digest.Digest) {
 	}
 }
 
-// TestLeaderLease_StandbyGCRefused (#31) with the real binary, a real control plane and
+// TestLeaderLease_StandbyGCRefused with the real binary, a real control plane and
 // versitygw: replicas a and b share blobs.s3 with retention set; a leads, b waits as a
 // standby, and each home names an aged-out blob in the bucket. The attack: `agora gc` on the
 // standby's home. It must fail naming the rule, delete nothing from the bucket and commit

@@ -165,7 +165,7 @@ func fingerprint(t *testing.T, home string) map[string][32]byte {
 	return out
 }
 
-// TestLeaderLease_FencedAfterTakeover (#31) with the real binary on a real control plane and
+// TestLeaderLease_FencedAfterTakeover with the real binary on a real control plane and
 // versitygw: replica a leads (replicating to a bucket), b waits as a standby. a is SIGSTOPped
 // past the lease duration; b takes over and records leader.acquired naming a. A submission is
 // queued on a's socket while it sleeps, then a is woken: it must commit nothing (its agora.db

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 )
 
-// TestLeaderLease_MCPDoesNotReplicate (#31): with leader: in agora.yaml, `agora mcp` never
+// TestLeaderLease_MCPDoesNotReplicate: with leader: in agora.yaml, `agora mcp` never
 // replicates agora.db (its home may be a standby's or a fenced old leader's, and its replica
 // would become the generation the next takeover restores). The control, the same home
 // without leader:, does replicate to its own bucket within the same time.

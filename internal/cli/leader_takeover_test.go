@@ -17,7 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// TestLeaderLease_TakeoverRestores (#31) with the real binary, a real control plane and
+// TestLeaderLease_TakeoverRestores with the real binary, a real control plane and
 // versitygw: two replicas of one home (the same keys/, blobs.s3 and replicate.s3, lag 200ms)
 // on one Lease. a leads and runs a chain of four tasks; while c runs (and after a and b's
 // successes are in the bucket) a is killed with SIGKILL. b takes the Lease, restores the home

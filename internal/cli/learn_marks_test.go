@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestLearn_MarkedOnEveryCLISurface (#30: "the dispatch is marked learn everywhere it is
+// TestLearn_MarkedOnEveryCLISurface ("the dispatch is marked learn everywhere it is
 // shown"): with the real binary and bubblewrap, a learn dispatch says so on `dispatch run`'s
 // stderr (the accepted line's LEARN line and the summary's "mode learn"), in `dispatch list`'s
 // table ("(learn)" after the subagent) and in `dispatch describe`; a plain dispatch of the

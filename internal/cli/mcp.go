@@ -152,7 +152,7 @@ func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token strin
 			return cfg, mcpRefusal(cmd, err, "each entry needs name, token (at least 32 characters) and ceiling (read, dispatch or orchestrate)")
 		}
 	}
-	// Operators from an OpenID Connect provider (#31): agora.yaml's auth.oidc. Beside static
+	// Operators from an OpenID Connect provider: agora.yaml's auth.oidc. Beside static
 	// tokens, or alone. Nothing is fetched from the provider before the first token.
 	if v, err := mcpOIDC(f); err != nil {
 		return cfg, mcpRefusal(cmd, err, "fix auth.oidc in agora.yaml (docs/operations.md, \"Operators from an identity provider\")")
@@ -221,7 +221,7 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	// The operator reading the client's server log sees which home (catalog, keys, audit log)
 	// this server acts on.
 	logger.Info("mcp server home", "home", h.Dir)
-	// agora.db to object storage while the server runs, unless a serve already does (#31).
+	// agora.db to object storage while the server runs, unless a serve already does.
 	// With leader: only the leading orch serve replicates: this home may be a standby's or a
 	// fenced old leader's, and its replica would become the bucket's newest generation, the
 	// one the next takeover restores.

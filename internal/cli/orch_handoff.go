@@ -27,7 +27,7 @@ import (
 // frontName is the front (cmd/agora) installed beside the whole program (cmd/agora-full).
 const frontName = "agora"
 
-// handoffRunner is serve's side of the one-shot hand-off (#28): a dispatch `agora dispatch
+// handoffRunner is serve's side of the one-shot hand-off: a dispatch `agora dispatch
 // run` gives to serve runs through runDispatchWith on serve's resident dispatcher (agora.db
 // open, keys and the worker resolved once), with the CLI's streams carried back as frames,
 // so the CLI prints, exits and is interrupted exactly as if it had supervised it itself.
@@ -76,7 +76,7 @@ func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisor
 	}
 	r := &handoffRunner{f: f, d: d, sup: sup, home: abs, exe: exe, env: api.EnvDigest(os.Environ()), sums: api.EnvSums(os.Environ()), cfgFile: filepath.Join(abs, config.FileName), running: running}
 	// The digest of the bytes h.Config was parsed from, not of a read now: an edit between
-	// the two would pass for the file this process runs with (red team 45).
+	// the two would pass for the file this process runs with.
 	r.cfgSum = h.Config.FileSum()
 	return r, nil
 }
@@ -217,7 +217,7 @@ type frameWriter struct {
 
 // maxFramePart caps the bytes of one frame's text: JSON may spell each byte in six
 // ("\u003c"), and the frame must stay under api.MaxHandoffFrame, which the CLI refuses
-// (one write can be a whole -o json record, an agent's output names in it: red team 33).
+// (one write can be a whole -o json record, an agent's output names in it).
 const maxFramePart = (api.MaxHandoffFrame - 1024) / 6
 
 func (w frameWriter) Write(p []byte) (int, error) {

@@ -24,7 +24,7 @@ func TestPeerHelper(t *testing.T) {
 // startPeer starts bin as the helper process with words, named argv0, and returns once the
 // kernel shows its command line: exec.Cmd.Start returns when the close-on-exec pipe closes,
 // which is before the new program's arguments are set up, and /proc/PID/cmdline reads empty
-// in between (CI, session 36).
+// in between.
 func startPeer(t *testing.T, bin, argv0 string, words ...string) *exec.Cmd {
 	t.Helper()
 	c := exec.Command(bin, append([]string{"-test.run=^TestPeerHelper$"}, words...)...)

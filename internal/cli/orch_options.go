@@ -9,7 +9,7 @@ import (
 // withOptions fills in, for each task of r waiting for an answer, the options its dispatch's
 // question offered: the service keeps the question, the dispatch record the options. `agora
 // orch status` and `orch watch -o json` show a run so, as the MCP status and watch tools do
-// (#29 finding 7: one shape for a run). A record it cannot read leaves the task as it was.
+// (one shape for a run). A record it cannot read leaves the task as it was.
 func withOptions(ctx context.Context, f *Factory, r api.Run) api.Run {
 	var tasks []api.Task
 	for i, t := range r.Tasks {

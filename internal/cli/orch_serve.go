@@ -148,7 +148,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	// agora.db and orch.db to object storage while serve runs (replicate.s3, #31).
+	// agora.db and orch.db to object storage while serve runs (replicate.s3).
 	rctx, stopRepl := context.WithCancel(ctx)
 	repl, waitRepl, err := startReplication(rctx, h, ob.log,
 		agoraReplica(h), replicaDB{"orch", filepath.Join(dir, orchDB)})
@@ -188,10 +188,10 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	defer ln.RemoveSocket() // only its own: a serve started since keeps its socket (red team 48)
+	defer ln.RemoveSocket() // only its own: a serve started since keeps its socket
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun, Parsing: mem.Parsing}
-	// `agora dispatch run` hands its dispatch to this serve when it can (#28, orch_handoff.go).
+	// `agora dispatch run` hands its dispatch to this serve when it can (orch_handoff.go).
 	if srv.Handoff, err = newHandoffRunner(f, d, sup, h); err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ type orchServeParts struct {
 	ln             net.Listener
 	orchCP, mainCP *audit.Checkpointer
 	ob             *serveObs
-	sweep          func(context.Context)              // retention (#31), nil in tests that build parts
+	sweep          func(context.Context)              // retention, nil in tests that build parts
 	adopt          func(context.Context) (int, error) // dispatch.Dispatcher.AdoptOrphans; nil in tests that build parts
 	leader         *serveLeader                       // nil without leader: in agora.yaml
 }

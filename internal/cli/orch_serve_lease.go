@@ -23,7 +23,7 @@ import (
 // it starts (fencefile).
 const leaderFenceFile = "leader.fence"
 
-// serveLeader is serve's leadership when agora.yaml has leader: (#31), nil otherwise.
+// serveLeader is serve's leadership when agora.yaml has leader:, nil otherwise.
 type serveLeader struct{ l *lease.Leader }
 
 // electServe waits as a standby until this serve holds agora.yaml's leader Lease, then fences

@@ -47,7 +47,7 @@ func newServeObs(ctx context.Context, opts *orchServeOptions) (*serveObs, error)
 }
 
 // attach registers the collectors that read the engine and the databases when scraped.
-// warmCounts, when not nil, are the warm slots serve holds (#30).
+// warmCounts, when not nil, are the warm slots serve holds.
 func (o *serveObs) attach(eng *orch.Engine, orchDB, mainDB *store.DB, records *dispatch.Records, warmCounts func() []warm.Counts) {
 	obs.NewAuditFeed(o.metrics, mainDB, records, o.log)
 	dbs := []obs.NamedDB{{Name: "orch.db", DB: orchDB}, {Name: "agora.db", DB: mainDB}}

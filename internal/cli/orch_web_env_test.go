@@ -9,12 +9,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// TestServeWebToken_NotInherited (#31): serve reads the web view's AGORA_HTTP_TOKEN once, when
+// TestServeWebToken_NotInherited: serve reads the web view's AGORA_HTTP_TOKEN once, when
 // its flags are checked, and removes it from its environment whatever its flags, as agora mcp
 // does. The in-cluster manifests hand serve that token as environment (a Secret's reference),
 // and every process serve starts inherits its environment (a dispatch's detached supervisor is
 // started with os.Environ()): before, each carried the operator's token for as long as it ran.
-// Without --http too (red team 40: a manifest edited to drop --http, the env kept): b59221b
+// Without --http too (a manifest edited to drop --http, the env kept): b59221b
 // removed it only with --http.
 func TestServeWebToken_NotInherited(t *testing.T) {
 	for name, http := range map[string]string{"with --http": "127.0.0.1:0", "without --http": ""} {

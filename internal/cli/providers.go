@@ -18,7 +18,7 @@ import (
 // would otherwise open a client per dispatch.
 type remoteProviders struct {
 	homeDir string
-	db      *store.DB // agora.db: the gateway's stored sessions (netgw.DBSessions, #31)
+	db      *store.DB // agora.db: the gateway's stored sessions (netgw.DBSessions)
 	// replicas, with replicate.s3: a Start's session waits for them (replicate_export.go).
 	replicas []replicatedFirst
 	// uploads, with replicate.s3: where a session taken over finds its kept upload.

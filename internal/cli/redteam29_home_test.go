@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam29_OddHomesCreateNothing (#29 red team, surface 4): only 'agora init' creates a
+// TestRedTeam29_OddHomesCreateNothing: only 'agora init' creates a
 // home, and a refusal creates nothing, wherever AGORA_HOME points: at a regular file, at a
 // dangling symbolic link (its target must not appear), at a missing directory beneath a
 // symbolically linked parent (the real parent stays empty), through a file (file/home). Every

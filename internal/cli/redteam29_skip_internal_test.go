@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/gitbranch"
 )
 
-// TestRedTeam29_SkipAdviceSurvivesAShell (#29 red team, surface 7): a conflict's advice names
+// TestRedTeam29_SkipAdviceSurvivesAShell: a conflict's advice names
 // the exact command that makes the branch without the task (agora orch patches RUN --branch
 // BRANCH --skip TASK). A fan-out item's task id holds a glob (fan[a]) and a branch name git
 // takes may hold ';', '$', '(' or a quote: pasted into bash as printed, the advice must hand

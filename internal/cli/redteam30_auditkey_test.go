@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam30_PlantedNegatedAuditKeyFailsClosed (#28 session 4): a key file whose hash names
+// TestRedTeam30_PlantedNegatedAuditKeyFailsClosed: a key file whose hash names
 // the negated public key (with an audit.pub that says the same, so the pair looks matched)
 // must never let the audit go on as if signed: no command succeeds without saying so, no
 // checkpoint is stored, `agora audit checkpoint` and `agora audit export` fail naming the key.

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/s3"
 )
 
-// TestRedTeam31_S3AnchorOverwrittenByANewVersion (red team #31): Object Lock keeps a locked
+// TestRedTeam31_S3AnchorOverwrittenByANewVersion: Object Lock keeps a locked
 // object VERSION from being deleted or shortened, but a plain PUT (no If-None-Match) to the
 // same key makes a new current version, which S3 and versitygw both accept. An operator who
 // forks the log (here: a second home with the same audit key whose log of the same size holds
@@ -104,7 +104,7 @@ func forgedHome(t *testing.T, honest map[string]string, yaml string, names ...st
 	return b
 }
 
-// TestRedTeam31_S3AnchorBucketWithoutLock (red team #31): an anchor bucket without Object Lock
+// TestRedTeam31_S3AnchorBucketWithoutLock: an anchor bucket without Object Lock
 // (so without versioning: anyone with write access rewrites an anchor in place) is never taken
 // silently: the checkpoint's anchor fails naming Object Lock, and doctor's anchor row fails.
 func TestRedTeam31_S3AnchorBucketWithoutLock(t *testing.T) {
@@ -143,7 +143,7 @@ func TestRedTeam31_S3AnchorBucketWithoutLock(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_S3AnchorHiddenByADeleteMarker (red team #31): Object Lock
+// TestRedTeam31_S3AnchorHiddenByADeleteMarker: Object Lock
 // refuses deleting a locked version, not a DELETE without a version id, which puts a delete
 // marker over it and hides the key from ListObjectsV2. The operator hides the latest honest
 // anchor (5) that way and restores the database to a copy taken at checkpoint 3; agora's own

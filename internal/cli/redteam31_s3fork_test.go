@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/s3"
 )
 
-// TestRedTeam31_S3AnchorForkBesideTheHonestAnchor (red team #31): the
+// TestRedTeam31_S3AnchorForkBesideTheHonestAnchor: the
 // operator holds the audit key and write access to the anchor bucket (agora needs it). The
 // honest log's checkpoint 3 is anchored and locked. A forked log of 4 other entries is signed
 // with the same key and its checkpoint written by hand as anchors/agora/...4, a new key under

@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/agenttext"
 )
 
-// Red team 46x: `agora dispatch logs` on a terminal (termsafe.go escapeWriter).
+// `agora dispatch logs` on a terminal (termsafe.go escapeWriter).
 
 // termSafe fails t when s could act on a terminal: invalid UTF-8, or any character
 // agenttext.Hidden reports (ESC, C1 CSI U+009B, bidi overrides, ...).

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
-// Red team 47v, CLI: the 64 MiB threshold between reading a bundle whole and streaming it,
+// The 64 MiB threshold between reading a bundle whole and streaming it,
 // from a file and from standard input, moved to the bundle's size.
 
 // rt47vStreamed says whether rep is a streamed report: its passing entry rows are one
@@ -28,8 +28,8 @@ func rt47vStreamed(rep *verify.Report) bool {
 
 // TestRedTeam47V_StreamThreshold: a bundle of exactly streamFrom bytes is read whole, one
 // byte more is streamed, from its path and from standard input alike, with the same verdict;
-// and a forgery the stream passed before red team 47v's fix (a 33-byte proof hash with a run
-// of whitespace after it) fails streamed from the command. Held (after the fix).
+// and a forgery the stream must refuse (a 33-byte proof hash with a run of whitespace after
+// it) fails streamed from the command.
 func TestRedTeam47V_StreamThreshold(t *testing.T) {
 	dir := "../audit/verify/testdata/"
 	data, err := os.ReadFile(dir + "bundle-v3.json")

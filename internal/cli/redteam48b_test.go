@@ -26,7 +26,7 @@ import (
 	"github.com/agora-dev/agora/internal/peercred"
 )
 
-// Red team 48b (helper-36), of session 48's version after red team 48's fixes: the
+// The
 // resident's declines (declined() for every error of handoffRunner.Prepare, out() vs done())
 // and its drain. What broke was fixed: a run Prepare returned is always called (with
 // service.ErrNotStarted when its stream ended first), and only a [*service.Declined] is said
@@ -228,8 +228,8 @@ func TestRedTeam48b_SignalDuringPrepareHangsDrain(t *testing.T) {
 // (`hand-off request: grants: ...`, a 400 to the CLI, not a 409). Each distinct text is a new
 // reason, so said at once (and past 64 the memory starts over), and logRefusals writes a
 // "refused" line for each 400 besides: a peer (`agora dispatch run` of this binary, as its
-// checks want) that varies a key grows resident.log by two lines a request, the flood red
-// team 48 closed for 409s, and writes text of its choosing into it.
+// checks want) that varies a key grows resident.log by two lines a request, the flood
+// already bounded for 409s, and writes text of its choosing into it.
 func TestRedTeam48b_BadGrantsFlood(t *testing.T) {
 	cfg := []byte("x: 1\n")
 	cfgFile := filepath.Join(t.TempDir(), "agora.yaml")

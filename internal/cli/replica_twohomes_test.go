@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/s3"
 )
 
-// TestReplica_TwoHomesOnOnePrefix (#46): one agora.yaml copied to two hosts gives two homes
+// TestReplica_TwoHomesOnOnePrefix: one agora.yaml copied to two hosts gives two homes
 // the same replicate.s3 bucket and prefix, keep_generations 1. Home A's two generations are
 // older than home B's two. B's `agora gc` removes only B's older generation and warns, naming
 // the prefix and what A's generations claim; A's generations are all still there. `agora

@@ -19,10 +19,10 @@ import (
 
 // replicatedFirst holds an action back until the replica in object storage holds what was
 // committed before it: an anchor (below) and a kubernetes dispatch's pod (replicate_export.go).
-// It anchors a checkpoint only once the replica holds it (replicate.s3, #31). A checkpoint anchored ahead of the replica would make the restore after
+// It anchors a checkpoint only once the replica holds it (replicate.s3). A checkpoint anchored ahead of the replica would make the restore after
 // a lost disk fail: the restored log would be shorter than the anchored checkpoint, which is
-// exactly what the restore's anchor check refuses as a rollback (found by the red team's drill,
-// TestRedTeam33_DrillKill9RestoreRestart). So, while a serve replicates the log's database, the
+// exactly what the restore's anchor check refuses as a rollback (the drill
+// TestRedTeam33_DrillKill9RestoreRestart shows it). So, while a serve replicates the log's database, the
 // anchor waits until serve's status file (DB-replicate.json) says a read snapshot taken after
 // the checkpoint was committed is in the bucket; if it is not within replicaWait, the anchor
 // fails (recorded, and tried again with a later checkpoint), never anchors ahead.

@@ -14,7 +14,7 @@ import (
 // group), its cgroup (the limits the sandbox's own nest under), its resource limits and its
 // namespaces (a CLI in another mount or network namespace that reaches the socket by a bind
 // mount). The resident dispatcher stands in for the CLI that started it: a CLI whose context
-// is not its own runs its dispatch itself (red team 45), told which parts differ. The working
+// is not its own runs its dispatch itself, told which parts differ. The working
 // directory is not in it: a handed dispatch carries no relative path (a relative --repo is
 // never handed off).
 type procContext []ctxPart

@@ -11,7 +11,7 @@ import (
 // declineEvery is how often the resident says a decline of one reason, or a refusal of one
 // route and status, in resident.log: a shell of another environment running dispatches in a
 // loop, or a process of this user posting hand-offs or bad requests, would otherwise grow the
-// log by a line each, while it is capped only when a resident starts (red teams 48, 48b).
+// log by a line each, while it is capped only when a resident starts (48b).
 const declineEvery = time.Minute
 
 // maxDeclineReasons bounds the reasons remembered; past it the memory starts over (a

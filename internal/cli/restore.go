@@ -258,7 +258,7 @@ func restoreCheckAnchors(ctx context.Context, f *Factory, dir string, cfg *confi
 
 // restoreMissingAnchored refuses a restore without orch.db when an s3 anchor holds a checkpoint
 // of orch.db's log: the home had an orchestrator, and a bucket that lost (or a hostile owner
-// who deleted) that replica must not make it look as if none ever served it (red team 33).
+// who deleted) that replica must not make it look as if none ever served it.
 func restoreMissingAnchored(ctx context.Context, f *Factory, cfg *config.Config, restored []replicate.Restored) error {
 	for _, r := range restored {
 		if r.DB == "orch" {

@@ -158,7 +158,7 @@ func (d *drill) loseDiskMidRun(env map[string]string, plan string) (string, *exe
 	return id, s1
 }
 
-// TestRestore_Drill (#31): the lost-disk drill with the real binary. `agora orch serve` runs
+// TestRestore_Drill: the lost-disk drill with the real binary. `agora orch serve` runs
 // with replicate.s3 (lag 200ms) and blobs.s3; a run of four tasks in a chain is submitted;
 // once a and b have succeeded (and a lag has passed), serve is killed (SIGKILL: the machine is
 // gone: replication stops with it) and the home deleted. `agora restore` brings the home back into a new directory, serve

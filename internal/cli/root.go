@@ -134,7 +134,7 @@ func renderError(f *Factory, err error) int {
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
-// rootFor builds the command tree args run in (#28: a command pays for its own group only).
+// rootFor builds the command tree args run in (a command pays for its own group only).
 // When the first word names one of agora's groups ("dispatch" in `agora dispatch run ...`),
 // the root holds that group alone: cobra finds the command in it, and nothing a command of one
 // group does looks at another group. Any other command line (none, a flag first, help,

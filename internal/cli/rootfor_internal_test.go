@@ -34,7 +34,7 @@ func groupNames(root *cobra.Command) []string {
 	return names
 }
 
-// TestRootFor_BuildsOnlyTheNamedGroup (#28): a command line whose first word names one of
+// TestRootFor_BuildsOnlyTheNamedGroup: a command line whose first word names one of
 // agora's command groups builds that group alone, the same subtree the whole tree holds; every
 // other command line (none, a flag first, help, completion, a typo) builds the whole tree, so
 // the root's help, cobra's suggestions and completion see every command.
@@ -69,7 +69,7 @@ func TestRootFor_BuildsOnlyTheNamedGroup(t *testing.T) {
 	}
 }
 
-// TestRootFor_CompletionsOnlyWhenCompleting (#28): the completion functions (a walk of the
+// TestRootFor_CompletionsOnlyWhenCompleting: the completion functions (a walk of the
 // tree that builds every command's merged flag set) are registered only for a shell's
 // completion request, and then on every command that takes a catalog name, id or target.
 func TestRootFor_CompletionsOnlyWhenCompleting(t *testing.T) {
@@ -105,7 +105,7 @@ func TestRootFor_CompletionsOnlyWhenCompleting(t *testing.T) {
 	}
 }
 
-// BenchmarkRootFor is what a command line pays for its command tree before it runs (#28 initcut):
+// BenchmarkRootFor is what a command line pays for its command tree before it runs:
 // the whole tree with completions (what every process built before), the whole tree, and the
 // tree of `agora dispatch run` and of `agora version`.
 func BenchmarkRootFor(b *testing.B) {

@@ -9,7 +9,7 @@ import (
 )
 
 // warmSupervisors are a serve's detached supervisors (orch serve, mcp serve), holding the
-// standby supervisors of d's warm local targets (#30) when this process can (root). The
+// standby supervisors of d's warm local targets when this process can (root). The
 // returned func discards the standbys not yet claimed; claimed ones run on.
 func warmSupervisors(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) (*detach.Supervisors, func(), error) {
 	sup := detach.For(d)

@@ -240,7 +240,7 @@ func subagentAssignRun(ctx context.Context, opts *subagentAssignOptions) error {
 	return printRegistered(f, opts.output, c, v)
 }
 
-// subagentShow is the JSON shape of 'subagent show': the list's item (#29 finding 7) and
+// subagentShow is the JSON shape of 'subagent show': the list's item and
 // what the content holds.
 type subagentShow struct {
 	subagentListItem

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestAgentOut (#46): a dispatch's logs reach a terminal escaped (an OSC 52 clipboard write, a
+// TestAgentOut: a dispatch's logs reach a terminal escaped (an OSC 52 clipboard write, a
 // screen clear, a bidi override), with a character cut between two writes kept whole; piped,
 // the bytes pass as they are.
 func TestAgentOut(t *testing.T) {

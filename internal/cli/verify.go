@@ -37,12 +37,12 @@ type verifyOptions struct {
 	anchored []string
 	output   string
 
-	// --witness and --witness-quorum (#46): the witnesses whose cosignatures the checkpoint
+	// --witness and --witness-quorum: the witnesses whose cosignatures the checkpoint
 	// must carry.
 	witnesses     []string
 	witnessQuorum int
 
-	// --anchor-bucket and its connection (#31): the S3 bucket an s3 anchor wrote to.
+	// --anchor-bucket and its connection: the S3 bucket an s3 anchor wrote to.
 	anchorBucket, anchorEndpoint, anchorRegion, anchorCreds string
 }
 
@@ -195,7 +195,7 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 		in, path = bytes.NewReader(data), "-"
 	}
 	// The heap's bounds hold through the report's printing too: restored before it, they
-	// started a collection of the whole check's garbage only to print (#28 session 4).
+	// started a collection of the whole check's garbage only to print.
 	rep, restore, err := verifyFileBounded(ctx, in, path, vo)
 	defer restore()
 	if err != nil {
@@ -267,7 +267,7 @@ func verifyFileBounded(ctx context.Context, stdin io.Reader, path string, vo ver
 	}
 	// The bundle in memory, its parsed form and the report are all live at the peak; the
 	// collector keeps the garbage of checking 100,000 entries around them below about
-	// twice the file instead of twice the peak (issue #28: memory under 3x the file). Only
+	// twice the file instead of twice the peak (memory under 3x the file). Only
 	// for a large bundle: the limit is the process's, and a small one needs none.
 	if len(data) >= largeBundle {
 		limit := 2*int64(len(data)) + 64<<20
@@ -275,7 +275,7 @@ func verifyFileBounded(ctx context.Context, stdin io.Reader, path string, vo ver
 		// Where that limit is itself under 3x the file (from 64 MB), it alone paces the
 		// collector: proportional collection (GOGC) only added cycles that each marked the
 		// parsed bundle's 1.7 million proof slices again, four collections where the limit
-		// needs two, a sixth of the verify's CPU (issue #28).
+		// needs two, a sixth of the verify's CPU.
 		prevPercent := -2
 		if limit <= 3*int64(len(data)) {
 			prevPercent = debug.SetGCPercent(-1)
@@ -391,7 +391,7 @@ func readBundle(stdin io.Reader, path string) ([]byte, error) {
 	if size == 0 {
 		// A stream of unknown size: append's growth (about 1.25x for large slices), not a
 		// buffer's doubling, so a stream refused as too large holds about 2x the cap at its
-		// peak, not 4x (#28 red team).
+		// peak, not 4x.
 		b, err := io.ReadAll(io.LimitReader(r, verify.MaxBundleSize+1))
 		if err != nil {
 			return nil, fmt.Errorf("read bundle: %w", err)
@@ -420,7 +420,7 @@ var parallelReadFrom int64 = 16 << 20
 
 // readAtOnEveryCPU reads the size bytes of f in equal runs, one per CPU, into one buffer: the
 // copy and the page faults of a fresh 131 MB buffer were a tenth of a 100,000-entry verify's
-// time, all of it before the parse could start (issue #28). It reports false when the file
+// time, all of it before the parse could start. It reports false when the file
 // is no longer size bytes (it shrank, or holds a byte beyond), and the caller reads it again
 // from its start as a stream.
 func readAtOnEveryCPU(f *os.File, size int64) ([]byte, bool) {
@@ -497,7 +497,7 @@ func printReport(f *Factory, rep *verify.Report) error {
 
 // writeCheckName writes checkName(c) without building it when no space is to be trimmed
 // (every row agora writes): 200,000 strings were the garbage that started a collection
-// while a 100,000-entry bundle's report was printed (#28 session 4).
+// while a 100,000-entry bundle's report was printed.
 func writeCheckName(w *bufio.Writer, c verify.Result) {
 	first, _ := utf8.DecodeRuneInString(c.Check)
 	last, _ := utf8.DecodeLastRuneInString(c.Item)

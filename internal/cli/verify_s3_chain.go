@@ -16,7 +16,7 @@ import (
 // bundle's anchored checkpoint against the bundle's own entries: each must be the root of the
 // bundle's first k leaves, every such anchor (one GET each). A forked log's checkpoint written
 // by hand under a new size beside the honest anchors verified otherwise, since only the
-// anchors the bundle names were read (red team #31). It needs the bundle to hold every entry from index 0 (a plain full export);
+// anchors the bundle names were read. It needs the bundle to hold every entry from index 0 (a plain full export);
 // for any other selection, or anchors larger than the bundle, it checks nothing.
 func s3EarlierAnchors(ctx context.Context, c *s3.Client, b *verify.Bundle, dir string, listed []s3.ListedVersion) []verify.Result {
 	if b == nil || b.Anchored == nil || b.Selection.Kind != "" || len(b.Selection.Subjects) != 0 || b.Selection.FromIndex != 0 {

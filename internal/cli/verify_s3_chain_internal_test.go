@@ -24,7 +24,7 @@ func mth(leaves [][]byte) []byte {
 }
 
 // TestRootsAt: the one-pass roots verify checks a bucket's earlier anchors with are RFC 6962's
-// tree hash of every prefix size (red team #31).
+// tree hash of every prefix size.
 func TestRootsAt(t *testing.T) {
 	var leaves [][]byte
 	var names []string

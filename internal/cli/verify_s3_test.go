@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli"
 )
 
-// TestVerify_S3Anchor (#31): a home whose checkpoints are anchored in an Object Lock bucket
+// TestVerify_S3Anchor: a home whose checkpoints are anchored in an Object Lock bucket
 // (a real versitygw) exports a bundle that `agora verify --anchor-bucket` checks against the
 // bucket: the anchored object equals the bundle's checkpoint and is under COMPLIANCE
 // retention (its row names the version and the date), which reaches tamper-evident. An
@@ -66,7 +66,7 @@ func TestVerify_S3Anchor(t *testing.T) {
 			t.Errorf("verify with the evidence's locator %q: %+v", loc, r)
 		}
 	}
-	// An unlocked copy (#46): the same bytes under the same name in another bucket, written
+	// An unlocked copy: the same bytes under the same name in another bucket, written
 	// with no retention: the row says it is not locked, not that it is missing.
 	cfg2 := srv.Bucket(t, true)
 	anchored, err := os.ReadFile(filepath.Join(srv.Dir, cfg.Bucket, "agora", anchor.S3AnchorName("agora", 3)))

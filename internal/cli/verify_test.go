@@ -123,7 +123,7 @@ func TestVerify_FailedChecksExit5(t *testing.T) {
 }
 
 // TestVerify_SelectionTampering edits a real `agora audit export --kind` the ways that
-// verified before selections were signed (issue #11, finding 5a): one entry deleted with
+// verified before selections were signed: one entry deleted with
 // selection.count lowered to match, the kind or from_index changed, the bundle relabelled v1
 // without its signed selection. Each now exits 5 naming the selection row.
 func TestVerify_SelectionTampering(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli"
 )
 
-// TestVerify_WitnessFlags (#46): the golden bundle with its checkpoint cosigned by a witness
+// TestVerify_WitnessFlags: the golden bundle with its checkpoint cosigned by a witness
 // key agora never saw (Ed25519, made by x/mod's note) verifies without --witness; with
 // --witness (the key, or a file holding it) the witness row passes; a second named witness
 // that did not cosign fails it (exit 5) unless --witness-quorum 1; a forged cosignature by a

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// Finding 11 of issue #11: `agora orch patches --to DIR` wrote through a symbolic link already
+// `agora orch patches --to DIR` wrote through a symbolic link already
 // in DIR. These tests plant links and files where agora writes, and check that nothing is
 // written through them and nothing outside DIR changes.
 

@@ -192,7 +192,7 @@ var interpreterSpecs = sync.OnceValue(func() map[string]optSpec {
 				"enable-source-maps", "trace-warnings", "no-deprecation", "preserve-symlinks"},
 			longArg: []string{"require", "input-type", "env-file"},
 			// --import and the loaders take a module specifier, which may be a data: URL:
-			// code in the argument itself (issue 26 red team).
+			// code in the argument itself.
 			longCode: []string{"eval", "print", "import", "loader", "experimental-loader"}},
 	}
 })

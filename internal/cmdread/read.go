@@ -440,7 +440,7 @@ func (c Command) Mentions(prog string) bool {
 // agora does not read whole may read such an argument as code (make --eval, tar
 // --checkpoint-action=exec=, python -m timeit -s, a data: URL), and code can name a program
 // without spelling it ('gi'+'t', $(printf gi)t, /usr/bin/gi?, bytes.fromhex): so [Mentions]
-// proves nothing of it (issue 26 red team). An argument agora cannot know, or one that
+// proves nothing of it. An argument agora cannot know, or one that
 // follows unseen, is codeish too.
 func (c Command) Codeish() bool {
 	for i, a := range c.Argv {

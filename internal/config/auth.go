@@ -5,7 +5,7 @@ import (
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
-// Auth is agora.yaml's auth: operators from an identity provider (#31). Absent, MCP HTTP and
+// Auth is agora.yaml's auth: operators from an identity provider. Absent, MCP HTTP and
 // the web view accept their static tokens only.
 type Auth struct {
 	// OIDC: auth: {oidc: {issuer, audience, rules: [{group, ceiling, web}], ...}}; see

@@ -49,15 +49,15 @@ type Config struct {
 	Blobs Blobs `yaml:"blobs"`
 	// Replicate ships agora.db and orch.db to object storage (replicate.go).
 	Replicate Replicate `yaml:"replicate"`
-	// Auth lets operators sign in from an OpenID Connect provider (auth.go, #31).
+	// Auth lets operators sign in from an OpenID Connect provider (auth.go).
 	Auth Auth `yaml:"auth"`
-	// Retention purges ended dispatches' products after a time (retention.go, #31).
+	// Retention purges ended dispatches' products after a time (retention.go).
 	Retention Retention `yaml:"retention"`
 	// Leader makes orch serve a replica that serves only while it holds a Kubernetes Lease
-	// (leader.go, #31).
+	// (leader.go).
 	Leader Leader `yaml:"leader"`
 	// Resident is the background dispatcher `agora dispatch run` starts and hands its
-	// dispatches to when no serve runs (resident.go, #28).
+	// dispatches to when no serve runs (resident.go).
 	Resident Resident `yaml:"resident"`
 
 	// sum is the sha256 of the bytes this configuration was parsed from (zero: no file).
@@ -67,7 +67,7 @@ type Config struct {
 // FileSum is the sha256 of the agora.yaml bytes c was parsed from, zero when there was no
 // file. A process that later compares agora.yaml's digest to tell an edit (serve and the
 // resident dispatcher) compares it to this one, taken from the very bytes it runs with:
-// the digest of a second read would be of a file edited in between (red team 45).
+// the digest of a second read would be of a file edited in between.
 func (c *Config) FileSum() [32]byte { return c.sum }
 
 // Gateway configures the network gateway that `agora gateway serve` and `agora orch serve

@@ -10,7 +10,7 @@ import (
 )
 
 // TestLoad_FileSum: a loaded configuration knows the digest of the very bytes it was parsed
-// from (serve and the resident dispatcher compare agora.yaml to it, red team 45), and a home
+// from (serve and the resident dispatcher compare agora.yaml to it), and a home
 // without agora.yaml has the zero digest, as a missing file sums for them.
 func TestLoad_FileSum(t *testing.T) {
 	home := t.TempDir()

@@ -11,7 +11,7 @@ import (
 )
 
 // Leader makes `agora orch serve` one of several replicas of which only the holder of a
-// Kubernetes Lease (coordination.k8s.io/v1) serves (#31, internal/lease):
+// Kubernetes Lease (coordination.k8s.io/v1) serves (internal/lease):
 //
 //	leader: {lease: agora-leader, namespace: agora, kubeconfig: "", identity: agora-0, duration: 10s}
 //

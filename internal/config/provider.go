@@ -80,7 +80,7 @@ type Remote struct {
 	GatewayPeer *GatewayPeer `yaml:"gateway_peer"`
 	// WarmPool, on a `backend: agent-sandbox` kubernetes target with `warm: N`, keeps the N
 	// warm pods in agent-sandbox's own SandboxWarmPool and claims them with a SandboxClaim
-	// (#30, docs/providers-k8s.md "Pool slots") instead of agora's slot Jobs: the holder (orch
+	// (docs/providers-k8s.md "Pool slots") instead of agora's slot Jobs: the holder (orch
 	// serve, agora mcp, a resident Dispatcher) makes the pool and keeps it fresh, any
 	// supervisor of the home claims from it, and the gateway enrols its pods with their
 	// projected ServiceAccount tokens (TokenReview: the TokenReview ClusterRole is needed).

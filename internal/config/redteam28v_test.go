@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 )
 
-// Red team #28 (vocab, runtimes): the runtimes section takes a hosted runtime's name exactly:
+// The runtimes section takes a hosted runtime's name exactly:
 // another case, a padded or quoted variant, a runtime with no CLI (openai, exec) is refused
 // naming the hosted ones, and never configures the real runtime's binary.
 func TestRedTeam28V_RuntimeBinaryNamesExact(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
-// Resident configures the resident dispatcher (#28): the first `agora dispatch run` of a home
+// Resident configures the resident dispatcher: the first `agora dispatch run` of a home
 // with no `agora orch serve` starts `agora dispatch resident` in the background, and later
 // ones hand their dispatches to it (agora.db open, keys loaded, warm slots kept), as they
 // would to serve:

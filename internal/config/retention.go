@@ -7,7 +7,7 @@ import (
 )
 
 // Retention says how long the products of ended dispatches are kept before `agora gc` and
-// serve's background sweep purge them (internal/retention, #31):
+// serve's background sweep purge them (internal/retention):
 //
 //	retention: {blobs: 90d, logs: 30d, runs: 180d}
 //

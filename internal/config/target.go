@@ -90,7 +90,7 @@ type Target struct {
 	// for verify gates"). Absolute and clean, never agora's home, inside it or above it; a
 	// local or docker target's. Default none.
 	VerifyCache string `yaml:"verify_cache"`
-	// Warm is how many sandboxes are kept started ahead for this target (#30): a dispatch
+	// Warm is how many sandboxes are kept started ahead for this target: a dispatch
 	// whose sandbox shape matches claims one instead of starting a sandbox, and each slot is
 	// used once and never again. 0 (the default) keeps none; at most [MaxWarm]. `agora orch
 	// serve` and `agora mcp` hold them, each slot a standby supervisor (docs/providers.md "Who

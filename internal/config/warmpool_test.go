@@ -8,7 +8,7 @@ import (
 )
 
 // TestTarget_WarmPool: warm_pool keeps a `backend: agent-sandbox` target's warm: N pods in
-// agent-sandbox's SandboxWarmPool (#30). It is refused where it could mean nothing or be
+// agent-sandbox's SandboxWarmPool. It is refused where it could mean nothing or be
 // misread: on the jobs backend (whose warm: N are slot Jobs), without warm: N (a pool of no
 // size), and on a provider that is not kubernetes.
 func TestTarget_WarmPool(t *testing.T) {

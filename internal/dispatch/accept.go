@@ -412,7 +412,7 @@ func resolveRevision(ctx context.Context, repo, rev string) (string, string, err
 	// The path is recorded in JSON (the record, its audit entries and its manifest, which
 	// must be canonical): a path that is not UTF-8 (a Latin-1 directory name, or the current
 	// directory under one for --repo .) would end the dispatch with a manifest that cannot be
-	// written, and every later reap, run and list of the home would fail on it (red team 33).
+	// written, and every later reap, run and list of the home would fail on it.
 	if !utf8.ValidString(abs) {
 		return "", "", fmt.Errorf("repository %q: the path is not valid UTF-8 (agora records it in JSON); rename the directory or give a UTF-8 path (a symlink) to it", abs)
 	}

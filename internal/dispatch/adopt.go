@@ -223,8 +223,8 @@ func (d *Dispatcher) superviseAdopted(id string, ad compute.Adopter) {
 	if outcome.State == StateFailed && (outcome.Reason == ReasonLost || outcome.Reason == ReasonProviderFailed) &&
 		d.Records.cancelRequested(ctx, id) {
 		// Cancelled while it was adopted: the cancel stopped the task this process found
-		// gone. It ends as its cancel asked, not lost (a plan runs a lost task again; red
-		// team 38).
+		// gone. It ends as its cancel asked, not lost (a plan runs a lost task
+		// again).
 		outcome = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled while agora orch serve adopted it"}
 	}
 	// Recorded, then done: a worker this process could not follow is stopped only once its
@@ -303,7 +303,7 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	_, serr := os.Lstat(st.dir)
 	missing := errors.Is(serr, fs.ErrNotExist)
 	// A stage that is there may be one this replica made before another led (a takeover
-	// and then one back to this replica's volume, red team #31): the other took the dispatch
+	// and then one back to this replica's volume): the other took the dispatch
 	// over since, and the worker's result may be on its disk. It is stale when the dispatch
 	// was adopted more often than when the stage was made (adoptionsMark).
 	stored := d.Records.sessionStored(ctx, r.ID)
@@ -311,7 +311,7 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	if stored && (missing || stale) {
 		// No stage (or a stale one), and a gateway session stored in agora.db: the
 		// replica that exported it, or took it over last, led before this one restored
-		// agora.db from its replica (#31), and the stage was on its disk. Made again (below,
+		// agora.db from its replica, and the stage was on its disk. Made again (below,
 		// fill): a worker killed with that replica while it fetched its inputs fetches them
 		// again here (netgw's restore), and only what it uploads here from now on is its
 		// result (reconcile).

@@ -175,7 +175,7 @@ func (s *Records) DecideApproval(ctx context.Context, id, call string, approve b
 // model picks it, and anything in the sandbox can ask /approval under it. Otherwise a request
 // the person read (a harmless write, forged by a granted curl) could end and the model's real
 // call take its id in the meantime, and the person's approval would run arguments they never
-// saw (red team C, #26). With the digest they read, the approval binds to those arguments.
+// saw. With the digest they read, the approval binds to those arguments.
 func heldWithOtherArgs(r *Record, a Approval) error {
 	var others []string
 	for _, o := range r.Approvals {

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestApproval_ForgedFromSandbox is issue #26 finding 6 end to end: a granted command (curl,
+// TestApproval_ForgedFromSandbox, end to end: a granted command (curl,
 // run by the model through run_command) POSTs the gateway's /approval itself. A tool no
 // approve rule of the grant holds is refused and audited as a refused request (a denied
 // tool.gateway entry), never recorded as an approval.request a person is asked to decide;

@@ -16,8 +16,8 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// hookScript is a harmless-looking 2.4 KB script whose last line is not harmless: what issue
-// #26 finding 4 had approved as .githooks/post-checkout, where git runs it on every checkout.
+// hookScript is a harmless-looking 2.4 KB script whose last line is not harmless: what a cut
+// preview would have a person approve as .githooks/post-checkout, where git runs it on every checkout.
 func hookScript(secret string) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# Keep the docs index fresh after a checkout (harmless, read-only).\n")
@@ -29,7 +29,7 @@ func hookScript(secret string) string {
 	return b.String()
 }
 
-// TestApproval_PreviewShowsWhatIsApproved is issue #26 finding 4 end to end (openai runtime,
+// TestApproval_PreviewShowsWhatIsApproved, end to end (openai runtime,
 // scripted model, the real binary for the person's side): a 2.4 KB write to
 // .githooks/post-checkout is held. Every place a person sees the held call (agora dispatch
 // approval list, agora dispatch describe, MCP agora_dispatch_describe) shows the whole path

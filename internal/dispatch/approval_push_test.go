@@ -19,7 +19,7 @@ approve:
   - {command: "git push *"}
 `
 
-// TestApproval_OpenAIHoldsEveryPush (issue 26, finding 3): under the docs' capability the
+// TestApproval_OpenAIHoldsEveryPush: under the docs' capability the
 // model pushes to a repository in its workspace in every way git allows: a longer argument
 // list, a global -c, an alias on the command line, an alias set in the repository's config,
 // send-pack. Each call is held for a person before it runs (an approval request, never

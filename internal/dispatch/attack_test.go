@@ -15,7 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// The attacks of issue #11 (findings 1 and 7), run as a hostile exec agent would.
+// Attacks on the host through the sandbox, run as a hostile exec agent would.
 
 // swapOutputs leaves decoys, a 95 MB file that keeps the worker hashing, and a setsid daemon
 // that waits for the worker to reach capture and then swaps directory a for a symlink to
@@ -133,7 +133,7 @@ func TestAttack_PatchReplaced_NoSandbox(t *testing.T) {
 }
 
 // TestInputs_FanInBounded: five upstreams that each left 256 outputs are more input files
-// than one dispatch's manifest may list (red team: a run whose fan-in pushed a downstream
+// than one dispatch's manifest may list (a run whose fan-in pushed a downstream
 // manifest past what agora verify reads would be unverifiable for good). The dispatch is
 // refused before anything is recorded, with what to do instead.
 func TestInputs_FanInBounded(t *testing.T) {
@@ -157,7 +157,7 @@ func TestInputs_FanInBounded(t *testing.T) {
 }
 
 // TestAttack_SignalsToTheWorker: the agent signals PID 1, the worker, with everything the
-// Go runtime would exit on and a process may ignore (review of issue #11: the kernel spares
+// Go runtime would exit on and a process may ignore (the kernel spares
 // init only the signals it has no handler for). The worker runs on and captures the agent's
 // change. What still ends the worker (SEGV, BUS, FPE sent by kill; a fault signal sent by
 // sigqueue: TestAttack_WorkerEndedBySignal) fails the agent's own dispatch with nothing

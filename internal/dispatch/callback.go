@@ -131,7 +131,7 @@ func (c *Courier) Flush(ctx context.Context, dispatchID string) (delivered, pend
 			continue
 		}
 		// The outbox is written here outside store.Tx (autocommit), so the leader fence is
-		// asked by hand (red team 44): a supervisor whose serve lost its lease (it recorded the
+		// asked by hand: a supervisor whose serve lost its lease (it recorded the
 		// end under the fence, then delivers) or a fenced serve sends nothing more and marks
 		// nothing; the new leader delivers.
 		if err := store.CheckFence(); err != nil {

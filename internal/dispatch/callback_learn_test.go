@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestCallbacks_LearnMarked (#30 learn2): every callback event of a learn dispatch, the
+// TestCallbacks_LearnMarked: every callback event of a learn dispatch, the
 // "finished" one a receiver may merge or deploy on among them, carries "learn": true; a plain
 // dispatch's events have no learn key at all (their bytes are as before). Failed before: the
 // payload did not tell a learn dispatch apart.

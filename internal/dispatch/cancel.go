@@ -45,7 +45,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 		if dead := !supervisorAlive(cur.supervisor); dead || time.Now().After(deadline) {
 			// The end is recorded before the stage is released (audit before effect), and for a
 			// dead supervisor only while the record still names it: one that claimed the
-			// dispatch since holds its stage, and records its end itself (red team 43).
+			// dispatch since holds its stage, and records its end itself.
 			expect := ""
 			if dead {
 				expect = cur.supervisor
@@ -121,8 +121,8 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		//
 		// It is recorded only while the record names the dead supervisor r was listed with
 		// (or this process, which took the orphan): a new supervisor may have claimed the
-		// dispatch since, and Reap then ended it lost and removed the stage under it (red
-		// team 43). Not recorded here, the dispatch goes to the held index's pass, which
+		// dispatch since, and Reap would then end it lost and remove the stage under it.
+		// Not recorded here, the dispatch goes to the held index's pass, which
 		// reads it afresh: ended meanwhile by someone else, with its supervisor gone, it is
 		// released there; live, or its supervisor alive, it is left alone.
 		expect := r.supervisor
@@ -174,7 +174,7 @@ type sessionRevoker interface {
 
 // revokeSession ends r's gateway session, if its target's provider holds one: a pod outlives
 // its supervisor, and with the token it could still read the dispatch's mounts and upload
-// into its stage (red team s3, finding F).
+// into its stage.
 func (d *Dispatcher) revokeSession(ctx context.Context, r *Record) error {
 	if r.Target == "" {
 		return nil
@@ -194,7 +194,7 @@ func (d *Dispatcher) revokeSession(ctx context.Context, r *Record) error {
 // ended, whatever the provider then manages. A container or pod outlives its supervisor: while the provider
 // has not confirmed its removal, the stage stays held, and with it the uid the sandbox runs as
 // (see leaseUID), so that no other dispatch shares that uid with a live sandbox and the next
-// Reap tries again (red team s3, finding A).
+// Reap tries again.
 func (d *Dispatcher) stopAndRelease(ctx context.Context, r *Record) {
 	// A session is exported just before the task starts; a dispatch that recorded no task
 	// (its supervisor died in between, or its target is gone from agora.yaml) is released
@@ -245,7 +245,7 @@ func (d *Dispatcher) release(ctx context.Context, id string) {
 		// A supervisor killed while bwrap set the sandbox up, or before it recorded a verify
 		// gate's task, left no task to cancel, and the sandbox can outlive its bwrap (for
 		// good, in setup, waiting on it for its uid map); with no task cgroup to kill, only
-		// its uid tells of it (red team 42): it is ended, and the uid held while any process
+		// its uid tells of it: it is ended, and the uid held while any process
 		// still runs as it.
 		if err = leasedUIDIdle(d.StateDir, id); err != nil {
 			d.log().Warn("reap: a process still runs as the uid of a dispatch whose supervisor is gone; "+

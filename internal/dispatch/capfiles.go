@@ -27,7 +27,7 @@ import (
 // afresh from the catalog and removeWork deletes them, so what one agent changes no other
 // dispatch sees.
 //
-// made says dir is a warm slot's stage's (#30): made empty at fill, and bound into the slot's
+// made says dir is a warm slot's stage's: made empty at fill, and bound into the slot's
 // sandbox then; it must still be an empty directory.
 func (d *Dispatcher) stageCapabilityFiles(p *pinned, dir string, made bool) error {
 	if made {

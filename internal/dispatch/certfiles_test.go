@@ -24,7 +24,7 @@ var certStores = []string{"/etc/ssl/", "/etc/pki/", "/usr/share/ca-certificates/
 // TestEgress_OpensOneCertificateFile measures, with strace, which certificate files the host
 // process opens while it runs two egress dispatches whose proxy terminates TLS (so it needs
 // the roots it verifies upstream servers with): the system bundle once for the whole
-// process, and no other certificate file (#28: every egress dispatch read the bundle, then
+// process, and no other certificate file (every egress dispatch read the bundle, then
 // the whole /etc/ssl/certs directory through x509.SystemCertPool: 151 opens for two).
 // Only the test binary's own threads count: the sandbox's tools read their trust file too.
 func TestEgress_OpensOneCertificateFile(t *testing.T) {
@@ -82,7 +82,7 @@ func runTLSDispatches(t *testing.T, n int) {
 }
 
 // certFilesOpened returns the openat lines of trace, by threads named comm, of a path in a
-// certificate store (directories included: a directory scan is what #28 found).
+// certificate store (directories included: a directory scan counts).
 func certFilesOpened(t *testing.T, trace, comm string) []string {
 	t.Helper()
 	f, err := os.Open(trace)

@@ -14,7 +14,7 @@ import (
 )
 
 // TestSupervise_ClaimBySupervisor: Supervise runs an accepted dispatch only when it may
-// claim it. Since #28 a dispatch accepted by this very process is not claimed again (one
+// claim it. A dispatch accepted by this very process is not claimed again (one
 // write transaction fewer); one recorded as another live process's is still refused, and
 // one whose recorded supervisor is gone is still taken over.
 func TestSupervise_ClaimBySupervisor(t *testing.T) {

@@ -1,8 +1,8 @@
 package dispatch_test
 
-// The red team's attacks on the claude-code runtime's live tool audit (issue #11, findings
-// 3 and 4, third round): each failed on the code before the fix in internal/worker
-// (hookaudit.go, hookrelay.go, hookenv.go) and internal/compute/local (a read-only root).
+// Attacks on the claude-code runtime's live tool audit: what refuses each is in
+// internal/worker (hookaudit.go, hookrelay.go, hookenv.go) and internal/compute/local (a
+// read-only root).
 
 import (
 	"os"
@@ -165,7 +165,7 @@ func TestRedTeam3_ClaudeRefusedCallAuditedAllowed(t *testing.T) {
 // ToolCall ignores an id it has seen, and ToolResult returns at once for a call already
 // done, so the refusal is never reported. No shell, no process: only the model's reply.
 //
-// Impact: a refused call (here the exact Write of finding 3) leaves no tool.call entry at
+// Impact: a refused call (here the exact Write above) leaves no tool.call entry at
 // all: the audit claims fewer attempts than the model made, though docs/runtimes.md says a
 // call to a tool claude did not load is recorded denied. With a call claude's rules refuse
 // (Bash not granted) the entry stays "requested" forever, which the docs say means "cut off

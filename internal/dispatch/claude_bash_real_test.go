@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
-// TestClaudeCode_RealCLI_BashJudgedByGrant (issue 26, finding 9): the grant is run_command
+// TestClaudeCode_RealCLI_BashJudgedByGrant: the grant is run_command
 // with commands ["git status"] and nothing else. The model asks the real Claude Code CLI's
 // Bash for commands Claude allows on its own (read-only built-ins, git reads) and for shell
 // lines around the granted command: agora's pre-tool hook refuses each (exit 2, the reason

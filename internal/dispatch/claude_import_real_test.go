@@ -24,7 +24,7 @@ color: green
 You are the scout. SCOUT-PROMPT-7f3a: read the README, then report what git status says.
 `
 
-// TestClaudeCode_RealCLI_ImportedSubagent (issue 27, import): a subagent imported from a
+// TestClaudeCode_RealCLI_ImportedSubagent (import): a subagent imported from a
 // .claude/agents directory with the real agora binary runs as a claude-code dispatch of the
 // real Claude Code CLI against the streaming fake Messages API. Its body reached the model as
 // the system prompt and its model alias as the model; the tools its file lists hold (Read,

@@ -41,7 +41,7 @@ func (h *cliHome) agora(args ...string) string {
 	return string(out)
 }
 
-// TestClaudeCode_RealCLI is the end-to-end test of issue #15 with the real Claude Code CLI
+// TestClaudeCode_RealCLI is the end-to-end test of the claude-code runtime with the real Claude Code CLI
 // (installed by scripts/agent-clis.sh, or AGORA_TEST_CLAUDE), through `agora dispatch run`,
 // against the streaming fake Messages API: claude is the host's, bound read-only; a granted
 // Write lands in the patch; WebFetch, outside the grant, is refused and audited denied; the

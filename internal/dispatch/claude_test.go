@@ -315,7 +315,7 @@ func fakeClaudeBytes(t testing.TB) []byte {
 	return fakeClaudeOnce.b
 }
 
-// TestModel_ClaudeRefusedWrite is finding 3 of issue #11: a subagent whose grant has no
+// TestModel_ClaudeRefusedWrite: a subagent whose grant has no
 // write tool is asked by its model to Write. claude never loaded Write and refuses the call
 // ("No such tool available"); the audit must say denied, with that reason, and never allowed.
 func TestModel_ClaudeRefusedWrite(t *testing.T) {
@@ -382,7 +382,7 @@ func TestModel_ClaudeToolCallsAuditedInOrder(t *testing.T) {
 	}
 }
 
-// TestModel_ClaudeCancelAfterToolUse is finding 4 of issue #11: a granted tool runs, then
+// TestModel_ClaudeCancelAfterToolUse: a granted tool runs, then
 // the dispatch is cancelled while claude still runs (first waiting on its model, then inside
 // a second tool). Every call that ran, or had started, is on record: a cancel cannot erase it.
 func TestModel_ClaudeCancelAfterToolUse(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 // These attacks leave a dispatch's supervisor dead or stuck and check that nothing the
 // dispatch held on the host (task cgroup, gateway directory, disk quota, stage work) outlives
-// the next Reap. They were found by the third red team (issue 11).
+// the next Reap.
 
 // cgroupParentOfSelf is the cgroup v2 directory this process is in (where the provider makes
 // task cgroups), or "" when there is none.

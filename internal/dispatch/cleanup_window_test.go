@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// TestSupervise_KilledBetweenEndAndCleanup: since #28 (session 9) a supervisor records the
+// TestSupervise_KilledBetweenEndAndCleanup: a supervisor records the
 // dispatch's end before it unmounts the disk quota and removes the stage's work. Attack: it
 // is killed with -9 in that window (held there by strace, which delays its unmounts by 3 s).
 // The record must stay as the supervisor ended it (not relabelled lost, one end entry in

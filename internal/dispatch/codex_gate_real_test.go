@@ -161,7 +161,7 @@ func rewriteCall(done, completed [2]string) func(string) string {
 	}
 }
 
-// TestCodexGate_DuplicateKeys_RealCLI is #26 finding 1 end to end, with the real Codex CLI in
+// TestCodexGate_DuplicateKeys_RealCLI, end to end, with the real Codex CLI in
 // bubblewrap through `agora dispatch run`: grant "git status", and a model whose one call says
 // "echo PWNED > pwned.txt" to Codex and something harmless to a reader that folds case or
 // keeps the last duplicate (cmd/Cmd in the arguments; name/Name, type/Type, item/Item in the
@@ -209,7 +209,7 @@ func TestCodexGate_DuplicateKeys_RealCLI(t *testing.T) {
 	verifyToolCalls(t, h)
 }
 
-// TestCodexGate_BashScript_RealCLI is #26 finding 2 end to end: Codex 0.169.0 reports a script
+// TestCodexGate_BashScript_RealCLI, end to end: Codex 0.169.0 reports a script
 // holding a single quote in double quotes with backslash escapes (/usr/bin/bash -lc "printf
 // '%s\\n' ..."). Under "bash -lc *" (docs/runtimes.md: it grants any script) both checks
 // allow it, the dispatch finishes and NOTES.md is in the patch, audited allowed; before the

@@ -136,7 +136,7 @@ func TestCodexPatch_RealCLI(t *testing.T) {
 	}
 	got := strings.Join(calls, ", ")
 	// The relay's gate reads the patch's paths and cuts one outside the workspace before
-	// codex applies it (#26 red team A): denied, since it never ran (before that, codex
+	// codex applies it: denied, since it never ran (before that, codex
 	// applied it and the record said ran-outside-grant).
 	for _, want := range []string{"apply_patch allowed " + id, "apply_patch denied " + id2} {
 		if !strings.Contains(got, want) {

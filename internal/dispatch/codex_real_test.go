@@ -121,7 +121,7 @@ func TestCodex_RealCLI(t *testing.T) {
 		t.Errorf("the granted command's file is not in the patch:\n%s", patch)
 	}
 	// The env dump reached the model as the second command's output, without the relay
-	// token: codex has it in its config only (red team 38).
+	// token: codex has it in its config only.
 	bodies := good.Bodies()
 	if !strings.Contains(bodies, "CODEX_HOME=") {
 		t.Errorf("the environment dump never reached the model; request bodies:\n%.3000s", bodies)

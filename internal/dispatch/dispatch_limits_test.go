@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// Finding 6 of issue #11: the target's limits bind whoever runs agora, root included.
+// The target's limits bind whoever runs agora, root included.
 
 // requireRootLimits skips loudly unless the test runs as root, where the sandbox user and the
 // disk quota apply.

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestEgress_AttacksFromASandbox drives the proxy's red-team attacks with the real curl inside
+// TestEgress_AttacksFromASandbox drives the proxy's attack tests with the real curl inside
 // a real bubblewrap sandbox, through the worker's relay:
 //   - path-prefix bypasses on a restricted rule ({host: api.test, methods: [GET], paths:
 //     [/repos/acme]}): "..", "%2e%2e", "%252e%252e", "..;", a sibling "/repos/acmeevil" and

@@ -38,7 +38,7 @@ func TestEgress_BoundCredential(t *testing.T) {
 		apiSeen = append(apiSeen, r.Header.Get("Authorization"))
 		mu.Unlock()
 	}))
-	// Plain HTTP on the bound host itself (#26 finding 10): the secret never goes there.
+	// Plain HTTP on the bound host itself: the secret never goes there.
 	plainPort := servePlain(t, upstreamAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		plainSeen = append(plainSeen, r.Header.Get("Authorization"))

@@ -323,7 +323,7 @@ func TestEgress_200ConcurrentFromASandbox(t *testing.T) {
 	e.netSubagent("swarm", "  - \"api.test:"+port+"\"\n",
 		"seq 200 | xargs -P 200 -I{} curl -sS --max-time 150 -o /dev/null -w '%{http_code}\\n' https://api.test:"+port+"/{} | sort | uniq -c")
 	// Four minutes (the agent gets 156 s of it): at load 12 on 2 cores, 120 s (66 s for the
-	// agent) ran out before the 200 were answered (session 39).
+	// agent) ran out before the 200 were answered.
 	r := e.run(dispatch.Request{Subagent: "swarm", Timeout: 240e9})
 	out := e.stdout(r)
 	if r.State != dispatch.StateFinished || !strings.Contains(out, "200 200") {

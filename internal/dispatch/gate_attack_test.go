@@ -299,7 +299,7 @@ func TestGate_SupervisorKilledDuringTheGate(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	// The command itself, not bwrap's argv naming it: killed while bwrap still sets the
 	// sandbox up, the supervisor races bwrap's own death signal (a provider matter, the
-	// agent's sandbox alike; see the report of issue 27).
+	// agent's sandbox alike).
 	for !commandRuns("sleep", marker) {
 		if time.Now().After(deadline) {
 			t.Fatal("the gate's command never started")

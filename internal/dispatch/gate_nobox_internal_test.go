@@ -22,8 +22,8 @@ func (p *startCounter) Start(context.Context, compute.Spec) (compute.Handle, err
 	return nil, context.Canceled
 }
 
-// TestGate_NeverRunsUnsandboxed: accept refuses a verify gate on a `sandbox: none` target
-// (#27 red team); a record accepted before that rule, reaching the gate, fails closed
+// TestGate_NeverRunsUnsandboxed: accept refuses a verify gate on a `sandbox: none` target;
+// a record accepted before that rule, reaching the gate, fails closed
 // instead of running the plan author's command on the host as agora.
 func TestGate_NeverRunsUnsandboxed(t *testing.T) {
 	p := &startCounter{}

@@ -8,12 +8,12 @@ import (
 
 // leads says whether this process may act on the home's dispatches as a whole: reap the
 // ones whose supervisor is gone, cancel one, keep Kubernetes warm slots. In a home without a
-// leader lease every process may. In a home with one (leader: in agora.yaml, #31) only the
+// leader lease every process may. In a home with one (leader: in agora.yaml) only the
 // leader and the processes it starts may: they run under its fence (store.SetFence). Any
 // other process of such a home (`agora mcp`, a CLI on a standby replica's pod, a replica that
 // led once) reads an agora.db that may be a stale copy: the dispatches it lists as live may
 // be the leader's, adopted since, and reaping or cancelling them would end and stop the
-// leader's work (red team 44). Its Kubernetes dispatches start cold too: the home's identity
+// leader's work. Its Kubernetes dispatches start cold too: the home's identity
 // on its Kubernetes objects is its audit key alone, the same for every copy of the home, so
 // its sweeps deleted the leader's ready slot Jobs and the parts of slots being made, its pool
 // keeper adopted the leader's pool by name and deleted it at its close, and the leader's

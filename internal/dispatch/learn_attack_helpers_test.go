@@ -13,8 +13,8 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 )
 
-// learnAttack is the shell a learn dispatch's model runs to reach what learn never opens
-// (#30): agora.db and the audit key under the host's AGORA_HOME, a listing of AGORA_HOME,
+// learnAttack is the shell a learn dispatch's model runs to reach what learn never opens:
+// agora.db and the audit key under the host's AGORA_HOME, a listing of AGORA_HOME,
 // and a host outside egress.learn_hosts (outsideURL). Each attempt prints NAME=EXIT.
 func learnAttack(home, outsideURL string) string {
 	try := func(name, cmd string) string { return cmd + "; echo \"" + name + "=$?\"" }

@@ -26,7 +26,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
-// TestLearn_ClaudeWebFetchRealCLI (#30, learn3 part 2, the real claude CLI): the grant has
+// TestLearn_ClaudeWebFetchRealCLI (learn3 part 2, the real claude CLI): the grant has
 // no http_fetch and no host. In a learn dispatch claude's WebFetch of a host in
 // egress.learn_hosts (an IP literal and one port: claude's WebFetch refuses a name without a
 // dot, and the sandbox's NO_PROXY keeps 127.0.0.1 off the proxy) is reported by agora's hook as tool.would_deny

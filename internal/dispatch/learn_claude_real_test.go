@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
-// TestLearn_ClaudeCodeRealCLI (#30, claude-code with the real CLI): the grant is run_command
+// TestLearn_ClaudeCodeRealCLI (claude-code with the real CLI): the grant is run_command
 // with commands ["git status"]. In a learn dispatch (agora dispatch run --learn) the model's
 // Bash line the grant does not name is reported by agora's pre-tool hook as tool.would_deny
 // (tool Bash, the command, the call id) and then runs: its output reaches the model and the
@@ -97,7 +97,7 @@ func TestLearn_ClaudeCodeRealCLI(t *testing.T) {
 	if len(would) != 1 || would[0].Details["tool"] != "Bash" || would[0].Details["command"] != line || would[0].Details["call_id"] != "toolu_learn" {
 		t.Errorf("tool.would_deny entries = %+v, want one: Bash %q of toolu_learn", would, line)
 	} else if r := would[0].Details["reporter"]; r != "hook" {
-		// #30 F7: claude's hook, relayed by the worker with its key.
+		// Claude's hook, relayed by the worker with its key.
 		t.Errorf("the hook's would_deny has reporter %v, want hook", r)
 	}
 	byCall := auditByCall(t, h)
@@ -109,7 +109,7 @@ func TestLearn_ClaudeCodeRealCLI(t *testing.T) {
 	}
 }
 
-// TestLearn_ClaudeCodeAttackRealCLI (#30, claude-code with the real CLI, all of it in one
+// TestLearn_ClaudeCodeAttackRealCLI (claude-code with the real CLI, all of it in one
 // learn dispatch): the grant is run_command with commands ["git status"]. The model's Bash
 // line (a command the grant does not name) POSTs to a host of egress.learn_hosts through the
 // egress proxy, and its Read (a tool the grant lacks) reads README.md; each is learned:

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
-// TestLearn_ClaudeWriteOutsideWorkspaceRealCLI (#30, file.would_deny, the real claude CLI):
+// TestLearn_ClaudeWriteOutsideWorkspaceRealCLI (file.would_deny, the real claude CLI):
 // in a learn dispatch claude's Write to a path outside the workspace (in /etc, and beside the
 // workspace in /agora; claude's Write takes absolute paths, and gives its hook a relative one
 // made absolute, which the worker takes for another call than the one printed) is refused by agora's hook as always, but first the worker, taking

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 )
 
-// TestLearn_CodexRealCLI (#30, codex with the real CLI): under a grant of "git status" only,
+// TestLearn_CodexRealCLI (codex with the real CLI): under a grant of "git status" only,
 // a learn dispatch's script is reported by agora's gate as tool.would_deny (exec_command, the
 // argv) before codex sees it, then runs: the dispatch finishes with the script's file in its
 // patch and the command allowed on record. Without --learn the same script is refused before
@@ -45,12 +45,12 @@ func TestLearn_CodexRealCLI(t *testing.T) {
 		!strings.Contains(would[0].Details["command"].(string), "LEARNED") {
 		t.Errorf("tool.would_deny entries = %+v, want one exec_command with the script", would)
 	} else if r := would[0].Details["reporter"]; r != "worker" {
-		// #30 F7: agora's gate runs in the worker, which proves it with its key.
+		// The agora gate runs in the worker, which proves it with its key.
 		t.Errorf("the gate's would_deny has reporter %v, want worker", r)
 	}
 }
 
-// TestLearn_CodexPatchOutsideRealCLI (#30, file.would_deny for codex, the real CLI): a learn
+// TestLearn_CodexPatchOutsideRealCLI (file.would_deny for codex, the real CLI): a learn
 // dispatch's apply_patch mixing a file inside the workspace with paths outside it (absolute
 // under /etc, "..") is recorded by agora's gate as file.would_deny (reporter worker, op, call
 // id) and its outside paths rewritten into the scratch directory before codex reads the call:
@@ -118,7 +118,7 @@ func TestLearn_CodexPatchOutsideRealCLI(t *testing.T) {
 	}
 }
 
-// TestLearn_CodexAttackRealCLI (#30, codex with the real CLI, all of it in one learn
+// TestLearn_CodexAttackRealCLI (codex with the real CLI, all of it in one learn
 // dispatch): under a grant of "git status" only, the model runs a script (an ungranted
 // command) that POSTs to a host of egress.learn_hosts through the egress proxy, and applies a
 // patch (apply_patch, a tool the grant lacks); each is learned: tool.would_deny exec_command

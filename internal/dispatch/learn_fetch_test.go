@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestLearn_HTTPFetchThroughGateway (#30 learn2 part 3): a learn dispatch's model calls
+// TestLearn_HTTPFetchThroughGateway: a learn dispatch's model calls
 // http_fetch (not granted, no host granted) on a host egress.learn_hosts names, and on one it
 // does not. The first is reported as tool.would_deny by the worker, fetched by the gateway
 // and recorded as net.would_deny (via fetch, GET and the path); the second stays refused by

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestLearn_OpenAIWriteOutsideWorkspace (#30, file.would_deny, openai runtime): a learn
+// TestLearn_OpenAIWriteOutsideWorkspace (file.would_deny, openai runtime): a learn
 // dispatch's model writes outside the workspace with write_file: an absolute path, a path
 // climbing out with "..", a path into /agora (the worker's own files). Each is recorded as
 // file.would_deny by the worker (reporter "worker": its key) with the path as the sandbox

@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestLearn_ForgedWouldDenyIsNotEvidence (#30 F7, learn2): in a learn dispatch the agent's
+// TestLearn_ForgedWouldDenyIsNotEvidence: in a learn dispatch the agent's
 // command reaches the gateway's socket and posts a forged tool.would_deny (for a command
 // nobody ran: "forged-tool --all"), with a made-up worker key, and then tries to claim the
 // gateway with a key of its own. The claim is refused (the worker claimed it before any

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress"
 )
 
-// learnAttackOn runs #30's learn attack as one exec dispatch on target (a docker container or
+// learnAttackOn runs the learn attack as one exec dispatch on target (a docker container or
 // a Kubernetes pod; e from netEnv with ca): the subagent's command is one its grant refuses,
 // it clones from a host only egress.learn_hosts admits (git over HTTPS through the egress
 // proxy: a GET and a POST with their paths), and in the same dispatch it reads agora.db and
@@ -126,7 +126,7 @@ func learnAttackOn(t *testing.T, e *env, ca *testCA, target, taskPrefix string) 
 	return r
 }
 
-// TestLearn_DockerAttack (#30): learn on a docker target, on podman: the learn attack
+// TestLearn_DockerAttack: learn on a docker target, on podman: the learn attack
 // bubblewrap runs (learnAttackOn) as one dispatch in a container. Learn is the host's work
 // (the command's would_deny at accept, the egress proxy, the gateway) and the container is
 // the same container: nothing of it is bubblewrap's. Failed before: nothing had run learn
@@ -142,7 +142,7 @@ func TestLearn_DockerAttack(t *testing.T) {
 	}
 }
 
-// TestLearn_DockerWarmSlotAttack (#30): the same attack claimed in a docker warm slot. The
+// TestLearn_DockerWarmSlotAttack: the same attack claimed in a docker warm slot. The
 // first learn dispatch starts cold and teaches the target its shape; the second claims the
 // slot that is then ready, and the attack finds exactly what it found cold: a learn dispatch
 // is told apart at claim by nothing but what the host holds (its proxy, its gateway), and the
@@ -164,7 +164,7 @@ func TestLearn_DockerWarmSlotAttack(t *testing.T) {
 	}
 }
 
-// TestLearn_RealPodAttack (#30): the same attack as one dispatch in a pod on the real kubelet
+// TestLearn_RealPodAttack: the same attack as one dispatch in a pod on the real kubelet
 // (containerd, runc; AGORA_K8S_REAL_NODE=1): the worker runs in remote mode, its egress
 // proxy and gateway reached through the network gateway's tunnels. Failed before: the worker
 // of an exec learn dispatch in a pod claimed a model gateway its session did not have, and the

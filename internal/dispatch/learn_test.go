@@ -27,7 +27,7 @@ func (e *env) learnSubagent(name, script string) {
 	e.scriptSubagent(name, "commands: [\"true\"]\n", script)
 }
 
-// TestLearn_ExecRecordsInsteadOfRefusing (#30, exec runtime): a learn dispatch whose command
+// TestLearn_ExecRecordsInsteadOfRefusing (exec runtime): a learn dispatch whose command
 // and host its grant refuses finishes with each as a would_deny entry, its command ran and its
 // learn host answered; what learn never opens stays refused and is never recorded allowed: a
 // host outside egress.learn_hosts, AGORA_HOME, agora.db and the audit key. Without --learn
@@ -144,7 +144,7 @@ func TestLearn_TargetModeAndMCPRefusal(t *testing.T) {
 	}
 }
 
-// TestLearn_OpenAIRuntime (#30, openai runtime): a learn dispatch's model calls run_command,
+// TestLearn_OpenAIRuntime (openai runtime): a learn dispatch's model calls run_command,
 // a tool its grant does not name, with an argv no pattern allows, that POSTs to a host only
 // egress.learn_hosts allows. The worker's view offers the tool, reports tool.would_deny
 // (tool, command, reason) before the call, and the call runs; the proxy records the host as

@@ -14,7 +14,7 @@ import (
 
 // TestRecords_LearnInRun: a run's learn dispatches, and only those (not its other
 // dispatches, not another run's learn ones), found by a search of dispatches_learn_run,
-// never a scan of every dispatch recorded (#47: the run page asks on every load).
+// never a scan of every dispatch recorded (the run page asks on every load).
 func TestRecords_LearnInRun(t *testing.T) {
 	ctx := t.Context()
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "agora.db"), agoradb.Migrations())

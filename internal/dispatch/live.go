@@ -55,7 +55,7 @@ const phaseWidth = 16
 // setPhase records that the dispatch staged in s entered phase. It is a display aid: a
 // failure to write it changes nothing about the dispatch.
 //
-// The name is written in place, padded to phaseWidth (#28 noop): a temporary file renamed
+// The name is written in place, padded to phaseWidth: a temporary file renamed
 // over the last one cost ~0.5 ms per phase on ext4, whose rename over a file with unwritten
 // data forces its blocks out (auto_da_alloc), five times per dispatch. A reader racing the
 // 16-byte write could at worst see a mix of two names, which Live does not believe (it
@@ -73,7 +73,7 @@ func (s *stage) setPhase(phase string) {
 // The temporary file is a new one of a random name (O_EXCL, so no symlink, hard link or FIFO
 // the worker planted at a fixed name is opened): this is the path a planted phase file takes,
 // and a fixed ".phase" let the plant's author have it truncate and write a file of agora's,
-// create one through a dangling symlink, or block on a FIFO (#28 red team, session 3).
+// create one through a dangling symlink, or block on a FIFO.
 func (s *stage) renamePhase(phase string) {
 	f, err := os.CreateTemp(s.dir, "."+phaseFile+"-*")
 	if err != nil {

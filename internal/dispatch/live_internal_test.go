@@ -75,7 +75,7 @@ func TestLive_Untrusted(t *testing.T) {
 	}
 }
 
-// TestSetPhase_InPlace: each phase overwrites the last in place (#28 noop), a shorter name
+// TestSetPhase_InPlace: each phase overwrites the last in place, a shorter name
 // after a longer one included, and Live reads each back with its time.
 func TestSetPhase_InPlace(t *testing.T) {
 	d := &Dispatcher{StateDir: t.TempDir()}
@@ -148,7 +148,7 @@ func TestSetPhase_NeverWritesThroughAPlant(t *testing.T) {
 }
 
 // BenchmarkSetPhase: a phase written in place against the temporary file renamed over the
-// last (what setPhase did before #28 noop, and still does for a planted file), in the stage
+// last (what setPhase does for a planted file), in the stage
 // of a dispatch under the test's TMPDIR (ext4 on the machine of docs/BENCHMARKS.md).
 //
 //	go test ./internal/dispatch -run '^$' -bench SetPhase -benchmem

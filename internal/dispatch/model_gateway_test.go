@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestModel_GatewayFloodFailsLimitExceeded is finding 8 of issue #11 end to end: an agent
+// TestModel_GatewayFloodFailsLimitExceeded, end to end: an agent
 // that floods the gateway socket from a granted command (valid tool reports, which cost two
 // entries each, and requests for a route that does not exist) spends the dispatch's audit
 // budget; the gateway writes one final entry, the sandbox is stopped, and the dispatch ends

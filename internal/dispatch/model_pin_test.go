@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestModel_PinnedToSubagentModel is issue #26 finding 5 end to end: a process in the
+// TestModel_PinnedToSubagentModel, end to end: a process in the
 // sandbox (a granted sh running curl) asks the gateway for another model than the
 // subagent's, on the chat completions and the Responses routes, plainly and with the tricks
 // that make two readers disagree (a duplicate key, a case-folded one). Under a usd budget,

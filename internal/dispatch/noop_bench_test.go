@@ -15,9 +15,9 @@ import (
 // resident Dispatcher, Accept to the recorded end: what `orch serve` and the MCP server pay
 // per dispatch, with nothing per process (no Go start, no agora.db open, no keys). Beside it,
 // in the same run, a namespaced `bwrap true` (the sandbox's namespaces, /usr, /proc, /dev and
-// a tmpfs /tmp), the floor of issue #28's "<= 3x a namespaced bwrap".
+// a tmpfs /tmp), the floor of the target "<= 3x a namespaced bwrap".
 //
-// "warm" is the same dispatch claiming a warm slot (#30), measured in the same run, back to
+// "warm" is the same dispatch claiming a warm slot, measured in the same run, back to
 // back; "warm-idle" the same with the holder idle before each (see there).
 //
 //	go test ./internal/dispatch -run '^$' -bench 'Dispatch_NoopResident' -benchtime 40x -count 3 -benchmem
@@ -27,7 +27,7 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 		noopSubagent(b, e)
 		// One dispatch before the timer: the first of a process pins the worker build (reads,
 		// checks, hashes and copies its 13 MB, once per build and AGORA_HOME), which the
-		// per-dispatch figures must not spread over the loop (#28 noop: most of the
+		// per-dispatch figures must not spread over the loop (most of the
 		// "2.7 MB per dispatch" was this one pin).
 		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != dispatch.StateFinished {
 			b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
@@ -40,7 +40,7 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 		}
 	})
 	b.Run("warm", func(b *testing.B) {
-		// The same no-op in a warm slot (#30): the target keeps 2 slots; the timer stops while
+		// The same no-op in a warm slot: the target keeps 2 slots; the timer stops while
 		// the refill catches up, so each timed dispatch claims a started slot (a dispatch that
 		// found none would go cold and be counted: the loop fails then).
 		e, w := warmEnv(b, 2)

@@ -304,7 +304,7 @@ func names(t *testing.T, c *k8stest.Cluster, path string) map[string]string {
 }
 
 // TestPoolKill_SupervisorKilledAdoptedOnItsPod: kill -9 of the supervisor of a dispatch that
-// runs in a pod of agent-sandbox's warm pool (#30 `warm_pool: true`), on the kwok control plane
+// runs in a pod of agent-sandbox's warm pool (true`), on the kwok control plane
 // with agent-sandbox's real controller. The test is the home's serve (it holds the pool, serves
 // the gateway the pool pods enrol at, and adopts), and plays the kubelet and the pool pod's
 // worker: it mints the pod's projected token, enrols, waits for a dispatch, and at the end

@@ -8,7 +8,7 @@ import (
 )
 
 // TestRecords_PreparedReadsSeeEveryWrite: the record reads run through statements prepared
-// once (#28 noop). A prepared statement left un-reset would pin its connection's snapshot;
+// once. A prepared statement left un-reset would pin its connection's snapshot;
 // each read must see the write committed just before it, whichever pooled connection made
 // it, and a read inside a transaction (finish's) that transaction's own write.
 func TestRecords_PreparedReadsSeeEveryWrite(t *testing.T) {

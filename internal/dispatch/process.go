@@ -31,7 +31,7 @@ func selfSupervisor() string {
 
 // selfName is selfSupervisor's answer, read from /proc once per process: a process's pid and
 // start time never change, and every dispatch asked for it three times (accept, supervise,
-// started; #28 noop).
+// started).
 var selfName struct {
 	mu sync.Mutex
 	s  string
@@ -40,7 +40,7 @@ var selfName struct {
 // parentSupervisor names this process's parent the same way, or "" when it has none. Pid 1
 // is named too: in a container, `agora orch serve` is the first process (deploy/kubernetes),
 // and its supervisors' parent is pid 1; a supervisor whose parent died and which was adopted
-// by a host's init names that init, which no record holds as a supervisor (#31: with
+// by a host's init names that init, which no record holds as a supervisor (with
 // pid 1 taken for "none", every supervisor serve spawned in a pod found the dispatch claimed
 // by serve and exited).
 func parentSupervisor() string {

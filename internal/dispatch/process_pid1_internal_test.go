@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestParentSupervisor_PidOne (#31): a supervisor spawned by a process that is pid 1 (`agora
+// TestParentSupervisor_PidOne: a supervisor spawned by a process that is pid 1 (`agora
 // orch serve` as a container's first process, deploy/kubernetes) names that parent, so its
 // Claim takes over the dispatch serve accepted. Before, pid 1 counted as "no parent": the
 // claim saw the dispatch held by serve, alive, and every supervisor serve spawned in a pod

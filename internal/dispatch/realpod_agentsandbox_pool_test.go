@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// TestDispatch_RealPodAgentSandboxPool is `warm_pool: true` (#30) on a real kubelet
+// TestDispatch_RealPodAgentSandboxPool is `warm_pool: true` on a real kubelet
 // (containerd, runc, the bridge CNI) with agent-sandbox's real controller: the target's warm
 // pods are agent-sandbox's own SandboxWarmPool, which this resident Dispatcher keeps
 // (dispatch.PoolKeeper); each pool pod's init step enrols at the node's gateway with the

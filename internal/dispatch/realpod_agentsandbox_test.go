@@ -17,7 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestDispatch_RealPodAgentSandboxSameAsJob is #30's agent-sandbox backend on a real kubelet
+// TestDispatch_RealPodAgentSandboxSameAsJob runs the agent-sandbox backend on a real kubelet
 // (containerd, runc, the bridge CNI) with agent-sandbox's real controller: the same
 // openai-runtime dispatch runs once on a Job target and once on a `backend: agent-sandbox`
 // target, and the two records, audit trails and patches are the same in shape: the same

@@ -63,7 +63,7 @@ func (w *sandboxWatch) names() []string {
 }
 
 // realPodAgentSandboxWarmSlot is `warm: 1` on a `backend: agent-sandbox` target on a real
-// kubelet with agent-sandbox's real controller (#30), on node n, in a home of its own
+// kubelet with agent-sandbox's real controller, on node n, in a home of its own
 // (TestDispatch_RealPodAgentSandboxSameAsJob runs it on its node: one node start for both).
 // As providers-k8s.md says: the first dispatch runs cold in a Sandbox (its task id names it;
 // no Job); the slot is a Job of the Job backend, never a Sandbox; the next dispatch claims it

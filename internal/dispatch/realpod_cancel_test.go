@@ -32,7 +32,7 @@ func TestDispatch_RealPodFailsAndCancels(t *testing.T) {
 		t.Logf("failed: %s: %s", r.Reason, r.Detail)
 	})
 
-	// Red team B (session 4): an agent that leaves an output nobody may read (the pod runs
+	// An agent that leaves an output nobody may read (the pod runs
 	// as a non-root uid, the worker's own) had its worker retry the upload as if the gateway
 	// were down, for 3 minutes, and the dispatch recorded gateway-unreachable (retried by
 	// plans, the agent not blamed). It is the agent's doing: the worker's own failure,

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// TestDispatch_RealPodGVisorMemory (#30): an agent that allocates without end (`tail
+// TestDispatch_RealPodGVisorMemory: an agent that allocates without end (`tail
 // /dev/zero` holds all it reads, looking for a line) on a target with memory 96 MiB, on runc
 // and on runtime_class gvisor. The limit binds on both, differently: under runc the pod's
 // cgroup OOM-kills the container, worker and all (the dispatch ends failed/worker-failed,

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestDispatch_RealPodGVisor (#30): on the real kubelet, a kubernetes target with
+// TestDispatch_RealPodGVisor: on the real kubelet, a kubernetes target with
 // runtime_class gvisor (a RuntimeClass whose handler is gVisor's runsc) runs a dispatch
 // through the Job backend, and through the agent-sandbox backend (its real controller), to
 // the same patch as the same target on runc, and it ran under gVisor: the agent's
@@ -116,7 +116,7 @@ func BenchmarkDispatch_RealPodRuncVsGVisor(b *testing.B) {
 }
 
 // TestDispatch_RealPodGVisorProbe is TestDispatch_RealPodSamePatchAsLocal's key search on
-// runtime_class gvisor (#30): an openai-runtime dispatch in a gVisor pod searches everything
+// runtime_class gvisor: an openai-runtime dispatch in a gVisor pod searches everything
 // it can read (files, every process's environment and command line) for the model key and
 // its gateway token and finds neither, while its canaries show the search works; no object
 // of the namespace and nothing the node keeps (runsc's state and logs included) holds the key.

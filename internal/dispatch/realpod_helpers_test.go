@@ -35,14 +35,14 @@ type podNode struct {
 	gatewayURL           string
 	ca                   []byte
 	reg                  *netgw.Registry
-	slotsDir             string // the gateway's warm slots (#30): a warm home links its gateway/slots here
+	slotsDir             string // the gateway's warm slots: a warm home links its gateway/slots here
 	gwLog                *agoratest.SyncBuffer
 	peers                peerSet // the addresses the gateway was reached from
 	pods                 podVerifier
 }
 
 // podVerifier is the node gateway's netgw.PodVerifier, set by a test whose target keeps an
-// agent-sandbox pool (#30 warm_pool): until then every enrolment is refused.
+// agent-sandbox pool: until then every enrolment is refused.
 type podVerifier struct {
 	mu sync.Mutex
 	v  netgw.PodVerifier
@@ -140,7 +140,7 @@ func startPodNodeWith(t testing.TB, opts k8stest.Options) *podNode {
 func (n *podNode) startGateway(t testing.TB) {
 	t.Helper()
 	// The worker image holds agoratest.Worker(agoraBin): its identity, bytes and all when it has
-	// no version (#31), is what `agora orch serve --gateway` reports from the same install.
+	// no version, is what `agora orch serve --gateway` reports from the same install.
 	version := workerremote.VersionOf(agoratest.Worker(agoraBin))
 	dir := t.TempDir()
 	certs, err := netgw.LoadOrCreateCA(filepath.Join(dir, "keys"), []string{k8stest.RealNodeIP})

@@ -16,7 +16,7 @@ const holderScript = `grep -E '^Max (processes|file size|open files)' /proc/self
 ( n=0; while [ $n -lt 300 ]; do sleep 300 </dev/null >/dev/null 2>&1 & n=$((n+1)); echo $n > /tmp/n; done ) 2>/dev/null
 read n < /tmp/n; echo "uid=$(id -u) held=$n"; exec sleep 300`
 
-// The attack of red team #16 finding 2, in real pods on one node: dispatch A's agent forks up
+// The process-limit attack, in real pods on one node: dispatch A's agent forks up
 // to its max_procs and holds. A pod has no process limit of its own, so the worker applies
 // max_procs as RLIMIT_NPROC to itself and the agent; the kernel counts it per uid on the node,
 // and each dispatch's pod runs as its own uid, so B, on the same node meanwhile, still forks

@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
-// BenchmarkRealPodClaimToWorker_PoolVsCold (#30 warm_pool) is a dispatch's start to its worker
+// BenchmarkRealPodClaimToWorker_PoolVsCold is a dispatch's start to its worker
 // running it on a real node (kubelet, containerd, runc) with agent-sandbox's real controller,
 // cold and through the pool interleaved, through the provider of a `backend: agent-sandbox`
 // target:

@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// TestDispatch_RealPodPullSecret (#31): agora's worker image, made from the worker under test,
+// TestDispatch_RealPodPullSecret: agora's worker image, made from the worker under test,
 // and the toolchain image are pushed to a real registry (TLS from the test's CA, htpasswd
 // auth) and a kubernetes target
 // with image_pull_secrets: [regcred] and image_pull_policy: Always names it by digest: the

@@ -22,7 +22,7 @@ import (
 // account (the docs show the same text; TestDocs_RoleIsTheExampleFile keeps them one).
 const roleExample = "../../examples/kubernetes/rbac.yaml"
 
-// TestDispatch_RealPodDocumentedRole is issue #26 finding 13: the documented least-privilege
+// TestDispatch_RealPodDocumentedRole: the documented least-privilege
 // Role is applied from the file people are told to apply, and the provider authenticates as
 // the ServiceAccount bound to it and nothing else. Every provider action works on a real
 // node: a dispatch runs to its end, describe reads its placement, a restarted supervisor

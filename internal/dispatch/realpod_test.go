@@ -47,7 +47,7 @@ if grep -qF "$n1$n2" /tmp/procs; then echo NAME-FOUND; else echo NAME-NOT-FOUND;
 rm -f /tmp/procs /tmp/files`, key[:10], key[10:], token[:len(token)/2], token[len(token)/2:])
 }
 
-// TestDispatch_RealPodSamePatchAsLocal is issue #16's "real pods" test: with a real kubelet,
+// TestDispatch_RealPodSamePatchAsLocal: with a real kubelet,
 // Debian's containerd, runc and the bridge CNI, an openai-runtime dispatch runs end to end in a
 // pod (the init container `agora worker fetch` from the worker image downloads the bundle over
 // the network gateway, the toolchain image runs the worker, the result is uploaded) and makes

@@ -19,7 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// BenchmarkRealPodClaimToWorker_WarmVsCold (#30) is a dispatch's start to its worker running it
+// BenchmarkRealPodClaimToWorker_WarmVsCold is a dispatch's start to its worker running it
 // on a real node (kubelet, containerd, runc), cold and warm interleaved, through the provider:
 //
 //	go test ./internal/dispatch -run '^$' -bench 'RealPodClaimToWorker' -benchtime 5x -benchmem
@@ -33,14 +33,13 @@ import (
 //     pod's worker took the grant. The worker then fetches the writable mounts itself (not
 //     timed here; the whole-dispatch benchmark counts it);
 //   - warm-filled: the same start until the slot's filler has filled the read-only places with
-//     the grant the worker handed it, and ended (#30 k8sslot).
+//     the grant the worker handed it, and ended.
 func BenchmarkRealPodClaimToWorker_WarmVsCold(b *testing.B) {
 	benchRealPodClaim(b, false)
 }
 
 // BenchmarkRealPodClaimToWorker_ProxyWarmVsCold is the same for a dispatch with the egress
-// proxy's trust (its trust directory, its trust file over the system store), which runs warm
-// since #30 k8sslot:
+// proxy's trust (its trust directory, its trust file over the system store), which runs warm:
 //
 //	go test ./internal/dispatch -run '^$' -bench 'RealPodClaimToWorker_Proxy' -benchtime 5x -benchmem
 func BenchmarkRealPodClaimToWorker_ProxyWarmVsCold(b *testing.B) {
@@ -173,7 +172,7 @@ func waitWorkerStarted(b *testing.B, n *podNode, id string) {
 	b.Fatalf("dispatch %s: its worker did not start in 3m", id)
 }
 
-// BenchmarkDispatch_RealPodWarmVsCold (#30) is one whole dispatch, Accept to the recorded
+// BenchmarkDispatch_RealPodWarmVsCold is one whole dispatch, Accept to the recorded
 // result, of the same task on the real node: on target "pod" (warm: 1, a slot claimed each
 // time; the wait for the pool's refill is not timed) and on "podcold" (the same settings,
 // warm: 0), interleaved. The warm one includes what the slot's worker does after the claim

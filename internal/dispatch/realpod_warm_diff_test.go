@@ -14,18 +14,18 @@ import (
 // "Differences from a cold pod").
 type podSlotDifference struct{ cold, claimed, why string }
 
-// podSlotDifferences are every such line (#30), as the real kubelet showed them: difference 2
+// podSlotDifferences are every such line, as the real kubelet showed them: difference 2
 // of the docs, a slot's /agora a writable emptyDir its worker fetches the writable mounts into.
 // The read-only places (the bundle, its manifest, the capability files) are read-only mounts in
-// a claimed slot as in a cold pod (#30 k8sslot): the agent's chmod, append, remove and create
+// a claimed slot as in a cold pod: the agent's chmod, append, remove and create
 // are refused in both, so no line of theirs differs. Before, a slot's were directories of its
 // /agora, read-only by mode only, and the claimed agent wrote and created there after a chmod.
 var podSlotDifferences = []podSlotDifference{
 	{"agoraroot=readonly", "agoraroot=writable", "a slot's /agora is a writable emptyDir its worker fetches the writable mounts into at the claim; a cold pod's is a directory of its read-only root"},
 }
 
-// podIsolationProbe is the docker slots' probe with the attacks on a Kubernetes slot's filler
-// (#30 k8sslot): remount a read-only place writable, and reach the filler's writable side of
+// podIsolationProbe is the docker slots' probe with the attacks on a Kubernetes slot's filler:
+// remount a read-only place writable, and reach the filler's writable side of
 // the places (its stage) or its socket through any process's /proc/PID/root.
 const podIsolationProbe = isolationProbe + `
 mount -o remount,rw /agora/bundle 2>/dev/null && echo remount=ok || echo remount=refused

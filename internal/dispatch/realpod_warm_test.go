@@ -65,7 +65,7 @@ func podCounts(w *dispatch.WarmPools) warm.Counts {
 	return warm.Counts{}
 }
 
-// A kubernetes target's warm dispatch on a real kubelet (#30): the first dispatch starts cold
+// A kubernetes target's warm dispatch on a real kubelet: the first dispatch starts cold
 // and teaches the pool its shape; the next claims the started slot pod over the network
 // gateway and ends as the cold one did: state, output, patch, isolation; the slot is used once
 // (the pool starts another).
@@ -101,7 +101,7 @@ func TestDispatch_RealPodWarmSlot(t *testing.T) {
 	}
 }
 
-// The isolation probe in a warm slot (#30): an openai dispatch claims a slot pod; the probe
+// The isolation probe in a warm slot: an openai dispatch claims a slot pod; the probe
 // searches everything the agent can read in that pod for the model key and for the slot's
 // token (from the claimed slot's Secret; the gateway revoked it at the claim) and finds
 // neither, as in a cold pod (TestDispatch_RealPodSamePatchAsLocal).

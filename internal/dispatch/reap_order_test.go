@@ -87,7 +87,7 @@ func (p *releaseOrderProvider) Release(ctx context.Context, dispatchID string) e
 
 // TestCancel_RecordsTheEndBeforeReleasing: `dispatch cancel` of a dispatch whose supervisor is
 // gone records it cancelled before it releases what the dispatch holds on the host (audit
-// before effect; it released first until red team 43).
+// before effect).
 func TestCancel_RecordsTheEndBeforeReleasing(t *testing.T) {
 	e, r := deadSupervised(t)
 	p := &releaseOrderProvider{orderProvider: orderProvider{records: e.d.Records, id: r.ID}}

@@ -121,7 +121,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, in reconcileInput) Outcome {
 		o.State, o.Reason = StateFailed, ReasonIntegrityFailed
 		o.Detail = "the out directory does not hold what the worker declared: " + ierr.Error()
 	case rerr != nil && in.restaged:
-		// Adopted after a takeover (#31): the worker's result went to the replica that led
+		// Adopted after a takeover: the worker's result went to the replica that led
 		// before, whose disk this one does not have, or its inputs were there when it fetched
 		// them. Lost, so the plan runs it again, never a failure of the agent's.
 		o.State, o.Reason = StateFailed, ReasonLost

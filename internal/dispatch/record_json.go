@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// A record's JSON is the one shape of a dispatch (#29 finding 7): `agora dispatch describe
+// A record's JSON is the one shape of a dispatch: `agora dispatch describe
 // -o json` (and list, cancel, resume, run) print it, and the MCP dispatch tools' `dispatch` is
 // the same object less what only the host may see (repository path, callback URL, grants,
 // binaries, inputs, approvals, trace ids). Against the stored struct it differs in three ways,

@@ -13,7 +13,7 @@ import (
 
 // TestRecordJSON_OneShape: a record is shown with timeout_seconds, done, and what it left
 // behind on the record itself (patch, needs_input, ...), never timeout "30m0s" or result;
-// and what is shown reads back as the same record (#29 finding 7; failed before: the CLI
+// and what is shown reads back as the same record (failed before: the CLI
 // printed "timeout":"30m0s" and "result":{"patch":...}).
 func TestRecordJSON_OneShape(t *testing.T) {
 	code := 0

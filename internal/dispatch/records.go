@@ -235,7 +235,7 @@ func (s *Records) Started(ctx context.Context, id, taskID, supervisor string) er
 }
 
 // started is Started returning the record as it commits, read in the same transaction (the
-// supervisor reports it; a separate read after the commit cost a dispatch a query, #28).
+// supervisor reports it; a separate read after the commit would cost a dispatch a query).
 // bins, when not nil, are the binaries the sandbox runs, recorded in the same transaction:
 // a warm slot's claim commits this before it releases the slot.
 func (s *Records) started(ctx context.Context, id, taskID, supervisor string, bins *binaries) (*Record, error) {
@@ -318,7 +318,7 @@ func (s *Records) Finish(ctx context.Context, id string, o Outcome) (bool, error
 }
 
 // finish is Finish returning the record as the transaction leaves it (terminal either way),
-// read in that transaction: the supervisor's last report needs no query of its own (#28).
+// read in that transaction: the supervisor's last report needs no query of its own.
 func (s *Records) finish(ctx context.Context, id string, o Outcome) (applied bool, final *Record, err error) {
 	return s.finishFrom(ctx, id, "", o)
 }
@@ -327,7 +327,7 @@ func (s *Records) finish(ctx context.Context, id string, o Outcome) (applied boo
 // (Reap): when supervisor is not "", it applies only while the record still names that
 // supervisor, in the same transaction. Reap decides from a listing; a new supervisor may have
 // claimed the dispatch since (Claim takes over one whose supervisor is gone), and its end is
-// then that supervisor's to record (red team 43).
+// then that supervisor's to record.
 func (s *Records) finishFrom(ctx context.Context, id, supervisor string, o Outcome) (applied bool, final *Record, err error) {
 	if !IsTerminal(o.State) {
 		return false, nil, fmt.Errorf("finish dispatch %s: %q is not a terminal state", id, o.State)

@@ -54,7 +54,7 @@ func TestRedTeam28_CancelledBetweenAcceptAndStart(t *testing.T) {
 // supervisors of one process race for one accepted dispatch: exactly one runs it, and the record
 // and its audit tell what ran. Failed before: the second staged over the first's stage
 // ("stage bundle: mkdir .../bundle/capabilities: file exists") and failed the dispatch, audit
-// [dispatch.accepted dispatch.failed]; the same at 99408dd, before #28.
+// [dispatch.accepted dispatch.failed]; the same at 99408dd.
 func TestRedTeam28_SuperviseTwiceInOneProcess(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("slow", "sleep 2; echo done")

@@ -13,8 +13,8 @@ import (
 )
 
 // TestRedTeam28S3_SupervisorKilledAtManyPoints kills (SIGKILL) the real `agora dispatch
-// supervise` of a short dispatch at many points of its life, the no-op path #28's speed
-// work changed (the phase file written in place, the record reads through prepared
+// supervise` of a short dispatch at many points of its life, the no-op path's fast
+// parts (the phase file written in place, the record reads through prepared
 // statements, the pin taken on two stats), then reaps (or, killed before it claimed the
 // dispatch, supervises it again). Each dispatch ends in one final
 // state; its record and its audit entries agree (one accepted, a started entry exactly

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TestRedTeam28S3_PhasePlantsNeverWrittenThrough attacks setPhase's fallback (#28 noop,
-// c1b7f6e): with `sandbox: none` the worker writes the stage, so it can force the in-place
+// TestRedTeam28S3_PhasePlantsNeverWrittenThrough attacks setPhase's fallback
+// (c1b7f6e): with `sandbox: none` the worker writes the stage, so it can force the in-place
 // write to refuse (a symlink, a hard link, a long file, a FIFO with a reader, a directory at
 // the phase file's name) and, at the same time, plant something at the temporary name the
 // fallback writes (".phase": a symlink or a hard link to a file of agora's, a FIFO). The

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 )
 
-// Red team #28 (vocab, runtimes): the approval refusal is decided from the runtimes table now.
+// The approval refusal is decided from the runtimes table now.
 // Every runtime against every kind of grant, with what each runtime can do written out here by
 // name (not read from the table), so a wrong table row fails: codex (approval_policy "never")
 // is refused any approve rule; exec is judged on its command (granted, and not marked for
@@ -57,7 +57,7 @@ func TestRedTeam28V_ApprovalRefusalForEveryRuntime(t *testing.T) {
 	}
 }
 
-// Red team #28 (vocab, runtimes): a document whose runtime the table does not hold exactly
+// A document whose runtime the table does not hold exactly
 // (a catalog written by an older or tampered agora: provision refuses these) is refused at
 // accept with its name and the known ones, never judged as a runtime with no needs: before,
 // one with a command ran past the command check ("Exec" is not exec) and one with approve
@@ -74,7 +74,7 @@ func TestRedTeam28V_UnknownRuntimeRefusedAtAccept(t *testing.T) {
 	}
 }
 
-// Red team #28 (vocab, runtimes): through provision and Accept, a codex subagent whose
+// Through provision and Accept, a codex subagent whose
 // capability marks any call for approval (a tool, or a command codex would run itself) is
 // failed as denied at accept and never started; the same subagent under the same capability
 // without the approve rule is not refused for it.

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestRedTeam28W_SandboxCannotTouchTheWorker (red team #28, slim worker, target 1): a
+// TestRedTeam28W_SandboxCannotTouchTheWorker: a
 // sandboxed agent attacks the worker every later hook event and dispatch runs: it writes,
 // chmods, moves and removes /agora/bin/agora-worker, and looks for the pinned copy and its
 // index at their host paths (AGORA_HOME/bin). All of it fails; afterwards the copy still

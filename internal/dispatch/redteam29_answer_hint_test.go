@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestRedTeam29_RunAttemptRefusalQuotesTheTask (#29 red team, surface 3): the refusal that
+// TestRedTeam29_RunAttemptRefusalQuotesTheTask: the refusal that
 // sends an MCP client's person to the run (a run's attempt is answered through the run)
 // names the command with a fan-out item's task id quoted, so pasting it answers that task and
 // no file's namesake.

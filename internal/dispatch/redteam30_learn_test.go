@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestRedTeam30_LearnEscape (#30 red team b): a learn dispatch (exec runtime, real bubblewrap,
+// TestRedTeam30_LearnEscape: a learn dispatch (exec runtime, real bubblewrap,
 // the real egress proxy) tries every way around egress.learn_hosts, which names one host and
 // port: the learn host by its IP literal and by an IPv4-mapped IPv6 literal, the learn host's
 // name on another port, a redirect from the learn host to a host outside, a Host header naming

@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestRedTeam31_ForgedRefusedCallIsNotLearnEvidence (red team 31, learn): #30 F7 made a
+// TestRedTeam31_ForgedRefusedCallIsNotLearnEvidence (learn): the worker's key makes a
 // would_deny the agent posts to the gateway's socket reporter "sandbox", which suggest never
 // proposes. But suggest also proposes a tool from a refused tool.call ("denied"), and the
 // gateway records one from anything in the sandbox, with no reporter. So in a learn

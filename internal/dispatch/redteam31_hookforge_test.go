@@ -12,14 +12,14 @@ import (
 	"github.com/agora-dev/agora/internal/runtimebin"
 )
 
-// TestRedTeam31_HookRelayForgedWouldDeny (red team 31, learn): in a claude-code learn
+// TestRedTeam31_HookRelayForgedWouldDeny (learn): in a claude-code learn
 // dispatch the worker's hook relay is an abstract Unix socket that anything in the sandbox of
 // the worker's uid and PID namespace may connect to; its name is listed in /proc/net/unix.
 // A process the agent runs (here a Bash line, which could as well be a script in the
 // repository) posts a would_deny "pre" report for a call id claude never printed, for a
 // command nobody ran ("forged-tool --all"). The relay sends it on with the worker's key, so
 // the gateway records it as reporter "hook", and `agora capability suggest` proposes it:
-// the forgery #30 F7 closed for the gateway's socket is open again one socket further in.
+// the forgery the worker's key closes for the gateway's socket would be open one socket further in.
 // What must hold: a would_deny nobody made (its call id never printed by claude) is not
 // evidence suggest proposes.
 func TestRedTeam31_HookRelayForgedWouldDeny(t *testing.T) {

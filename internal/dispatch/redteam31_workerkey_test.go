@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestRedTeam31_LearnWorkerKeyOutOfReach (red team 31, learn): the worker's gateway key lives
+// TestRedTeam31_LearnWorkerKeyOutOfReach (learn): the worker's gateway key lives
 // only in the worker's memory, and the worker is non-dumpable. In a learn dispatch the agent's
 // command, with every capability it holds, tries each way a process of the same uid reads
 // another's memory or environment: the worker's (pid 1 in the sandbox) maps, mem, environ

@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
-// TestRedTeam31_ClaimMarkHeldOnlyWhileLiving is the attack on red team 31's own fix (claim
+// TestRedTeam31_ClaimMarkHeldOnlyWhileLiving is the attack on the claim marks themselves (claim
 // marks spare a living holder's claimed docker slots from another holder's sweep): a mark is
 // live only while its process holds it, so a killed holder's claimed slot (its mark left
 // behind, unlocked) is swept as before; a mark cannot be taken twice; a slot that stands

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestRedTeam31_DockerSecondHolderSparesClaimedSlot is red team 31's attack on the docker
+// TestRedTeam31_DockerSecondHolderSparesClaimedSlot is the attack on the docker
 // slots' sweep: two resident processes hold warm slots of one home (as orch serve and mcp
 // serve both hold bubblewrap slots of one home; the sweep is written for a live holder beside
 // a dead one). The second one's StartWarm sweeps slot containers "whose slot no longer

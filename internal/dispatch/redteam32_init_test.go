@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
-// TestRedTeam32_StartOpensAndDialsNothing (#28 init cuts): the worker (what every sandbox and
+// TestRedTeam32_StartOpensAndDialsNothing: the worker (what every sandbox and
 // claude's hook start) and the agora a supervisor or one-shot command starts open no file but
 // the Go runtime's own before they do their command's work, and connect nowhere, even with the
 // variables a caller, a sandbox or a hook could set: a tracing endpoint (OTLP over HTTP and
@@ -45,7 +45,7 @@ func TestRedTeam32_StartOpensAndDialsNothing(t *testing.T) {
 			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 				// A call strace saw interrupted by another thread's is two lines: "openat(..." with
 				// "<unfinished ...>" (judged: it names the path) and "<... openat resumed>" (only the
-				// result: CI of session 37 failed on one as "an open").
+				// result: under load one reads as "an open").
 				if strings.Contains(l, "+++") || strings.Contains(l, "---") || strings.Contains(l, " resumed>") {
 					continue
 				}

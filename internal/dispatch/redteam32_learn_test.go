@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestRedTeam32_WarmLearnWorkerKeyClaimedFirst (#28/#30 prewarm): a learn dispatch claimed in a
+// TestRedTeam32_WarmLearnWorkerKeyClaimedFirst: a learn dispatch claimed in a
 // prestarted slot. The worker was running before the dispatch existed, so the question is
 // whether it still claims the gateway with its key before any process of the agent's exists:
 // the agent's own claim must be refused (409) and its forged would_deny recorded as reporter

@@ -39,7 +39,7 @@ ls -la /tmp | awk 'NR>1 {print "tmp:" $1 " " $9}'
 ls -la /dev/shm 2>&1 | awk 'NR>1 {print "shm:" $1 " " $9}'
 `
 
-// TestRedTeam32_WarmProbeSameAsCold (#28/#30 prewarm): an agent in a claimed prestarted
+// TestRedTeam32_WarmProbeSameAsCold: an agent in a claimed prestarted
 // slot, run by the real worker as the slot's leased uid, learns about its sandbox exactly
 // what the same agent learns in a cold one.
 func TestRedTeam32_WarmProbeSameAsCold(t *testing.T) {
@@ -64,8 +64,8 @@ func TestRedTeam32_WarmProbeSameAsCold(t *testing.T) {
 	diff(t, a, b)
 }
 
-// normalizeProbe drops the differences a warm slot is known to have (stated in the report
-// of red team 32 and docs/providers.md "Warm slots"): its /agora is the host's read-only
+// normalizeProbe drops the differences a warm slot is known to have (stated in
+// docs/providers.md "Warm slots"): its /agora is the host's read-only
 // claim tmpfs (mode 0755, stacked on the one the worker was started from, whose only file is
 // the same worker binary, so each mount under /agora shows twice) where a cold sandbox's is
 // a directory bwrap made (0700). Everything else must be the same line for line.
@@ -130,7 +130,7 @@ for fd in /proc/1/fd/*; do echo x 2>/dev/null >"$fd" && echo "WROTE:$fd"; done
 echo done
 `
 
-// TestRedTeam32_ClaimedAgentCannotReachWaitingWorker (#28/#30 prewarm): while a dispatch
+// TestRedTeam32_ClaimedAgentCannotReachWaitingWorker: while a dispatch
 // runs in one slot, the next slot's worker is already running, waiting for its claim. The
 // agent of the first can neither see nor signal it, nor leave anything the second
 // dispatch finds: the waiting worker is the same process after the attack, still blocked,
@@ -181,7 +181,7 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 
 // settledFDs reads a waiting worker's descriptors once its warm-up is over: the warm-up's
 // pidfd probe (os.FindProcess of itself, and os/exec's first check) holds a pidfd or two for
-// a moment before it closes them (a flake under -race at load, session 45). A descriptor that
+// a moment before it closes them (a flake under -race at load). A descriptor that
 // stays is still reported: the read is retried for at most 10 s, then the last list is judged.
 func settledFDs(t *testing.T, proc string) []os.DirEntry {
 	t.Helper()
@@ -227,7 +227,7 @@ func slotWorkers(t *testing.T, stateDir string, n int) []int {
 	}
 }
 
-// TestRedTeam32_WaitingWorkerHoldsNothing (#28/#30 prewarm): what a worker started ahead holds
+// TestRedTeam32_WaitingWorkerHoldsNothing: what a worker started ahead holds
 // before any dispatch exists, read from the host: an environment of the shape's names only
 // (no dispatch id, no token, nothing of the host's), descriptors that are its own output and
 // claim pipes and /dev/null only, none shared with another slot's worker (a pipe two slots
@@ -322,7 +322,7 @@ func TestRedTeam32_WaitingWorkerHoldsNothing(t *testing.T) {
 	}
 }
 
-// TestRedTeam32_WarmSecretsReachOnlyTheirDispatch (#28/#30 prewarm): with a secret, the slot's
+// TestRedTeam32_WarmSecretsReachOnlyTheirDispatch: with a secret, the slot's
 // claim pipe is fd 4 beside the secrets' fd 3. Two warm dispatches of one shape with two env
 // bundles holding different values of one secret: each agent gets its own value and nothing
 // else (its descriptors are a cold agent's), and no waiting worker ever holds either value.

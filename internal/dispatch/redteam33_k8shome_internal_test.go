@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// Red team of #30 (session 33): label-only sweeps in a namespace two homes share. A home's
+// Label-only sweeps in a namespace two homes share. A home's
 // slots carry agora.home, and each home's sweep deletes the Jobs, Secrets and NetworkPolicies
 // of its label's slots that its own slot store does not hold. The label was a hash of the host
 // name and AGORA_HOME's path only: two homes at one path on hosts of one name (containers run

@@ -23,7 +23,7 @@ import (
 // waiting slot's filler image to another and back. On the real kubelet the filler's container
 // is restarted for each (a changed container spec restarts whatever the restartPolicy), so the
 // other image ran with the places' writable side; the stored pod is then as agora made it. The
-// slot's check before the bind must refuse it (red team 35: it passed, the hash being the same).
+// slot's check before the bind must refuse it (it passed, the hash being the same).
 func TestRedTeam35_RealPodFillerImageRoundTripNeverClaimed(t *testing.T) {
 	n := startPodNode(t)
 	p, err := kubernetes.New(kubernetes.Options{Kubeconfig: n.c.Kubeconfig, Namespace: n.c.Namespace,

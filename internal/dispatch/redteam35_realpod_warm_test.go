@@ -10,7 +10,7 @@ import (
 )
 
 // slotPlaceAttacks is what the agent of a claimed Kubernetes slot tries on its read-only places
-// beyond the isolation probe's chmod, append, remove and create (red team 35, #30 k8sslot):
+// beyond the isolation probe's chmod, append, remove and create:
 // the slot's /agora is writable where a cold pod's is not, and the places are emptyDirs of the
 // same node file system, so: a hard link of a place's file into the writable workspace (then
 // written through), a move of it out of its place, a rename of the place itself, a write

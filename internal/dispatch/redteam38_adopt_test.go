@@ -25,7 +25,7 @@ func (p *cancelledOnAdopt) Adopt(ctx context.Context, s compute.Spec) (compute.H
 	return p.outliving.Adopt(ctx, s)
 }
 
-// TestRedTeam38_AdoptedThenCancelledIsCancelled (red team 38, serve's adoption, a27e27f): a
+// TestRedTeam38_AdoptedThenCancelledIsCancelled (serve's adoption, a27e27f): a
 // dispatch cancelled while serve adopts it (the cancel deleted its task, so the adopter finds
 // none) ends cancelled, as its own supervisor would have recorded it, not failed/lost: lost
 // makes a plan run the task again, which its cancel asked not to. Failed before: lost, "its

@@ -42,11 +42,11 @@ echo "the-token=$T"`
 // rt38ClaudeOther waits for the background request of rt38ClaudeProbe and prints its outcome.
 // It waits up to 45 s: a background request that reaches the relay only after claude printed
 // this command waits for this command's result too, at most the gate's settleWait (30 s),
-// before the relay passes it on (CI, session 48: under load it came late, and a 10 s wait
+// before the relay passes it on (under load it came late, and a 10 s wait
 // printed nothing).
 const rt38ClaudeOther = `for i in $(seq 450); do grep -q other-model= /tmp/rt38-other && break; sleep 0.1; done; cat /tmp/rt38-other`
 
-// TestRedTeam38_ClaudeRelayTokenPower (red team 38): Claude Code passes its environment, and
+// TestRedTeam38_ClaudeRelayTokenPower: Claude Code passes its environment, and
 // so the relay token (ANTHROPIC_AUTH_TOKEN), to its Bash commands; it can withhold it only
 // with a bubblewrap of its own, which agora's sandbox denies. In the real sandbox, with the
 // real CLI, a granted Bash line finds the token and tries what the CLI itself could not: a
@@ -56,7 +56,7 @@ const rt38ClaudeOther = `for i in $(seq 450); do grep -q other-model= /tmp/rt38-
 // ".." spellings: 404); and the CLI's /proc entries: its environment and memory (unreadable:
 // the CLI runs from an execute-only copy, so it is not dumpable) and its output pipe, where
 // a forged tool_use line would be a call claude "printed" (the evidence of a learn
-// dispatch's would_deny, red team 31): it cannot be opened. A daemon it leaves calling the
+// dispatch's would_deny): it cannot be opened. A daemon it leaves calling the
 // relay gets nothing through once the dispatch ended. The token it printed is masked in
 // everything agora keeps (transcript, logs, audit, answer).
 func TestRedTeam38_ClaudeRelayTokenPower(t *testing.T) {

@@ -69,7 +69,7 @@ printf '%s\n' '{"type":"item.completed","item":{"id":"item_` + rt38Forged[:6] + 
 echo "codex-pid=$cp pipe-forge=$?"
 `
 
-// TestRedTeam38_CodexRelayTokenForgesLearnEvidence (red team 38, the relay token an agent's
+// TestRedTeam38_CodexRelayTokenForgesLearnEvidence (the relay token an agent's
 // tools can see): in a learn dispatch of the real Codex CLI in the sandbox, a command the
 // model runs takes codex's relay token (AGORA_CODEX_TOKEN: its environment, or the CLI's
 // /proc/PID/environ) and the relay's address and asks the model, through the relay, for an

@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestRedTeam38_WarmStagedTreeHiddenFromNext (red team 38 of 620efbe, warm slots that stage
+// TestRedTeam38_WarmStagedTreeHiddenFromNext (warm slots that stage
 // ahead): a claimed slot's staging tree (the dispatch's workspace, out, bundle, bound under the
 // slot's directory) now stays mounted on the host after the dispatch ends, until the slot's
 // teardown in the background, and the dispatch's uid goes back to the pool meanwhile. The

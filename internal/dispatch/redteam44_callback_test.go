@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// Red team 44: the callback outbox is written outside store.Tx (autocommit UPDATEs on the raw
+// The callback outbox is written outside store.Tx (autocommit UPDATEs on the raw
 // pool), so the leader fence, which store.Tx asks, never saw it: a supervisor whose serve lost
 // its lease between recording its dispatch's end and delivering (cli deliverCallbacks), or a
 // fenced `agora dispatch deliver`, POSTed the events and wrote agora.db. Now Flush sends

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// Red team 44: with the home's Kubernetes identity its audit key alone, every process of an
+// With the home's Kubernetes identity its audit key alone, every process of an
 // HA home (leader: in agora.yaml) that keeps warm slots selects the leader's slot Jobs, their
 // parts and its pools (named by a hash of the home) as its own. `agora mcp` runs its own
 // standbys and pool keeper and is no leader: on a standby replica's pod (or wherever the

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// Red team 44: the home's Kubernetes identity is its audit key's text. Replicas get audit.pub
+// The home's Kubernetes identity is its audit key's text. Replicas get audit.pub
 // through other hands (the keys Secret of deploy/kubernetes/ha, a copy edited elsewhere), so the
 // same key with other line endings or surrounding blanks must be the same home, or a standby
 // neither adopts nor sweeps the dead leader's slots; and a key of another name (another home's

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// TestRedTeam4_AnsweredOnceUnderContentionAndOldRows (issue 26 red team, finding 7): eight
+// TestRedTeam4_AnsweredOnceUnderContentionAndOldRows: eight
 // MCP answers to one question at once start exactly one child; the other seven are refused as
 // answers (an AnsweredError naming the first, each audited dispatch.resume.refused), never a
 // database error and never a second child. Then the parent is put back as a row written before

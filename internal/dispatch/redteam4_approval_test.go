@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestRedTeam4_ApprovalSwapUnderOneCallID (red team C, #26 findings 4 and 6): a granted
+// TestRedTeam4_ApprovalSwapUnderOneCallID: a granted
 // command in the sandbox POSTs /approval itself with a harmless write under the call id the
 // model is about to use, and gives up its request a few seconds later (curl -m); the model's
 // real call, a write of .githooks/post-checkout, is then held under the same call id. A person
@@ -61,7 +61,7 @@ func TestRedTeam4_ApprovalSwapUnderOneCallID(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_TwoPeopleDecideAtOnce (red team C): four people decide one held call at the
+// TestRedTeam4_TwoPeopleDecideAtOnce: four people decide one held call at the
 // same moment from four processes (two approve, two deny). Exactly one decision is recorded,
 // the others are refused, and what the model reads is the one that won. Held.
 func TestRedTeam4_TwoPeopleDecideAtOnce(t *testing.T) {
@@ -122,7 +122,7 @@ func TestRedTeam4_TwoPeopleDecideAtOnce(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_ApproveAfterCancel (red team C): a person approves a held call after the
+// TestRedTeam4_ApproveAfterCancel: a person approves a held call after the
 // dispatch was cancelled. Nothing waits for the call: the approval is refused, the call is on
 // record expired with the dispatch, and nothing ran. Held.
 func TestRedTeam4_ApproveAfterCancel(t *testing.T) {
@@ -162,7 +162,7 @@ func TestRedTeam4_ApproveAfterCancel(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_ApproveAfterTheTimeout (red team C): the approval timeout has passed but the
+// TestRedTeam4_ApproveAfterTheTimeout: the approval timeout has passed but the
 // call was not yet settled as expired (its supervisor is between polls, or was killed and not
 // yet reaped). A person's approval then must not be recorded as given in time: it is refused
 // and the call is settled expired. failed before: the call was recorded approved after its
@@ -191,7 +191,7 @@ func TestRedTeam4_ApproveAfterTheTimeout(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_OpenAIArgvSpellings (red team C, #26 findings 3 and 6): toolreg reads a
+// TestRedTeam4_OpenAIArgvSpellings: toolreg reads a
 // run_command call's argv with encoding/json to find the rule that holds it, which takes
 // "Argv" for "argv"; the gateway reads "argv" exactly. With the real openai runtime under the
 // docs' push capability, the model pushes with the key spelt "Argv", with "argv" (git status)

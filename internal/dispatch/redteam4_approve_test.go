@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestRedTeam4_ApproveHoldsAPushAssembledInCode (issue 26 red team, approve rules): the docs'
+// TestRedTeam4_ApproveHoldsAPushAssembledInCode (approve rules): the docs'
 // capability with python3 granted too (`commands: ["git **", "python3 **"]`, `approve:
 // [write_file, {command: "git push *"}]`). python3 -c is held (inline code), but the model
 // runs code through a module that reads it from its arguments, spelling git so that no word

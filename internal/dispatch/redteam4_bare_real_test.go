@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 )
 
-// TestRedTeam4_CodexWorkdirInABareLookingDirectory (issue 26 red team, a hostile repository):
+// TestRedTeam4_CodexWorkdirInABareLookingDirectory (a hostile repository):
 // the repository commits a directory that looks like a bare git repository (sub/HEAD,
 // sub/objects/, sub/refs/, and sub/config naming a core.fsmonitor command and core.worktree
 // ..). The model runs the granted `git status` with Codex's workdir set to it: git took sub

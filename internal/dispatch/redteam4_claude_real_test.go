@@ -41,7 +41,7 @@ func claudeRedHome(t *testing.T, key, capYAML string) *cliHome {
 	return h
 }
 
-// TestRedTeam4_ClaudeWriteGitConfigRunsCommands (issue 26 red team, the sandbox .git): grant
+// TestRedTeam4_ClaudeWriteGitConfigRunsCommands (the sandbox.git): grant
 // read_file, write_file and run_command with only `git status`. Through the real Claude Code
 // CLI the model writes git configuration that names a command (core.fsmonitor): the
 // workspace's .git/config directly, the same through a symlink the repository committed
@@ -97,7 +97,7 @@ func TestRedTeam4_ClaudeWriteGitConfigRunsCommands(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_ClaudeWriteThroughACommittedSymlink (issue 26 red team, Claude's shell
+// TestRedTeam4_ClaudeWriteThroughACommittedSymlink (Claude's shell
 // snapshot and login files): the repository commits home -> /tmp (HOME in the sandbox, where
 // claude keeps the shell snapshot it sources before every Bash line) and snap ->
 // /tmp/.claude/shell-snapshots. Granted write_file and `git status`, the model writes
@@ -143,7 +143,7 @@ func TestRedTeam4_ClaudeWriteThroughACommittedSymlink(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_ClaudeIgnoresTheRepositorysSettings (issue 26 red team, a hostile repository):
+// TestRedTeam4_ClaudeIgnoresTheRepositorysSettings (a hostile repository):
 // the repository commits .claude/settings.json and .claude/settings.local.json that turn every
 // hook off (disableAllHooks), allow every Bash command, and add hooks of their own that would
 // write hooked.txt at session start and before each tool; and a .mcp.json starting a server
@@ -189,7 +189,7 @@ func TestRedTeam4_ClaudeIgnoresTheRepositorysSettings(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_ClaudePromptNeverRunsTheRepositorysCommands (issue 26 red team, a hostile MCP
+// TestRedTeam4_ClaudePromptNeverRunsTheRepositorysCommands (a hostile MCP
 // client with a hostile repository): the repository commits a custom slash command and a skill
 // whose text runs a shell command (!`...`, with allowed-tools Bash), and whoever dispatches
 // (an MCP client writes the input) sends the prompt "/pwn", "!echo ..." or "/pwn2". Through

@@ -25,7 +25,7 @@ func (h *codexGateHome) capability(name, yaml string) {
 		"--system-prompt", "You edit files and run commands.", "--capability", name)
 }
 
-// TestRedTeam4_CodexPatchMovesOutOfTheWorkspace (issue 26 red team, the codex gate): grant
+// TestRedTeam4_CodexPatchMovesOutOfTheWorkspace (the codex gate): grant
 // write_file and `git status`. The model adds a file in the workspace, then sends a patch that
 // updates it and moves it to /tmp/.bash_profile (the sandbox's HOME): Codex 0.169.0 reports
 // the change as an update of the workspace file only (its JSONL has no move target), so the
@@ -87,7 +87,7 @@ func TestRedTeam4_CodexPatchMovesOutOfTheWorkspace(t *testing.T) {
 	verifyToolCalls(t, h)
 }
 
-// TestRedTeam4_CodexWriteStdinIntoAGrantedProgram (issue 26 red team, write_stdin): grant
+// TestRedTeam4_CodexWriteStdinIntoAGrantedProgram (write_stdin): grant
 // `sqlite3 *` (query a database). The model starts the granted `sqlite3 app.db` in a terminal
 // and then writes ".shell echo ... > pwned.txt" to it with Codex's write_stdin: sqlite3 ran
 // the shell command, and the only entry said exec_command allowed (write_stdin passed the
@@ -126,7 +126,7 @@ func TestRedTeam4_CodexWriteStdinIntoAGrantedProgram(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_CodexIgnoresTheRepositorysConfig (issue 26 red team, a hostile repository): the
+// TestRedTeam4_CodexIgnoresTheRepositorysConfig (a hostile repository): the
 // repository commits .codex/config.toml (a notify program, an MCP server, hooks turned on, a
 // wider sandbox and approval policy) and .codex/hooks.json (commands at session start and
 // before every tool). Codex 0.169.0 does not load a project's own configuration for a project

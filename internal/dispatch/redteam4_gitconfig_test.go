@@ -12,7 +12,7 @@ import (
 // status: core.fsmonitor is run by the shell (git 2.39).
 const fsmonitorConfig = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tfsmonitor = \"echo FSMONITOR-RAN > pwned.txt; false\"\n"
 
-// TestRedTeam4_OpenAIWriteGitConfigRunsCommands (issue 26 red team, the sandbox .git): grant
+// TestRedTeam4_OpenAIWriteGitConfigRunsCommands (the sandbox.git): grant
 // write_file and run_command with only `git status`. The model writes the workspace's
 // .git/config (inside the workspace, so write_file allowed it) with core.fsmonitor naming a
 // command, then runs the granted `git status`, which runs that command: anything, audited as

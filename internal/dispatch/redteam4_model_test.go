@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestRedTeam4_SandboxAsksTheProviderToAct (red team C, #26 finding 5) end to end: a granted
+// TestRedTeam4_SandboxAsksTheProviderToAct end to end: a granted
 // sh in the sandbox POSTs model requests for the subagent's own model that ask the provider
 // to call a remote MCP server of its choosing, to search the web, to answer in the
 // background, and (under the dispatch's usd budget) to serve at the priority tier. None of

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestRedTeam4_WorkspaceHoldsOnlyThePinnedHistory (issue 26 red team, the workspace clone):
+// TestRedTeam4_WorkspaceHoldsOnlyThePinnedHistory (the workspace clone):
 // a workspace allows only main; the host repository also holds a branch, a tag and a blob no
 // ref reaches, each with a secret. An agent inside the sandbox looks for them every way git
 // offers (every object in the store, every ref, every object no ref reaches) and finds none:

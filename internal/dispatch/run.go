@@ -28,8 +28,8 @@ import (
 // released in one place, cleanup, whatever step ended the run.
 //
 // cleanup is the caller's, after it has recorded the end (Supervise): nothing of the
-// outcome is read from what it removes, and the record's end does not wait on unmounts
-// (#28). A supervisor killed in between leaves a terminal record with its stage held,
+// outcome is read from what it removes, and the record's end does not wait on unmounts.
+// A supervisor killed in between leaves a terminal record with its stage held,
 // which Reap releases as it does any dead supervisor's.
 func (s *supervision) run(ctx context.Context) (Outcome, error) {
 	for _, step := range []func(context.Context) error{
@@ -143,12 +143,12 @@ func (s *supervision) cleanup() {
 		s.warm.kill() // claimed, never run: killed; its uid lease is s.lease
 	}
 	if s.st != nil && s.st.release != nil {
-		// A warm slot's stage (#30): its quota's unmount and its removal, and the uid lease
+		// A warm slot's stage: its quota's unmount and its removal, and the uid lease
 		// after them, go in the background, as the slot's teardown does; Close and a
 		// standby's end wait for it, and a holder killed meanwhile leaves it to the sweep.
 		// The slot lets go of its own hold on the stage when its sandbox's host side is
 		// down (the handle's Wait, not Exited): released before that, this release was not
-		// the last, and the uid went back with the stage still up (red team #30 stage).
+		// the last, and the uid went back with the stage still up.
 		release, lease, h := s.st.release, s.lease, s.handle
 		s.lease = nil
 		s.d.Warm.teardowns.Go(func() {
@@ -411,7 +411,7 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 
 	s.enter(PhaseSandbox)
 	// A cancel asked for before the sandbox exists ends the dispatch here: watchCancel would
-	// see it only after the agent had run for up to a poll (red team #28). One asked for
+	// see it only after the agent had run for up to a poll. One asked for
 	// after this check is watchCancel's.
 	if d.Records.cancelRequested(ctx, r.ID) {
 		return &failure{Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled before the sandbox started"}}

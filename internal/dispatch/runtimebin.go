@@ -55,7 +55,7 @@ var defaultRuntimes = &runtimebin.Resolver{}
 // runtimeBinaryBinds binds rb read-only at its sandbox path: for a local target's sandbox, an
 // execute-only copy of the host's file (runtimebin.ExecOnly, in d.RuntimeCopies), so that the
 // CLI runs non-dumpable and the agent's tools, which run as its uid, can neither read its
-// environment (the relay token) nor write its output pipe nor ptrace it (red team 38); else
+// environment (the relay token) nor write its output pipe nor ptrace it; else
 // the host's file itself. The record keeps the host's path and digest: the copy has its bytes.
 func (d *Dispatcher) runtimeBinaryBinds(rb *wire.RuntimeBinary, target config.Target, sandbox string) ([]compute.Bind, error) {
 	if rb == nil {

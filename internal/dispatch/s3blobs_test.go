@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
-// TestDispatch_BlobsInS3 (#31): with blobs.s3, a real dispatch's patch and transcript are
+// TestDispatch_BlobsInS3: with blobs.s3, a real dispatch's patch and transcript are
 // written to the bucket (content-addressed under the prefix, not in AGORA_HOME/blobs), read
 // back verified, and an object altered in the bucket is refused on read with an error naming
 // the bucket, never returned.

@@ -1,7 +1,7 @@
 package dispatch_test
 
-// The third red team's attacks on the sandbox itself (issue #11), kept as regression tests:
-// each comment says the attack as it was found; the assertions check that it is refused now
+// Attacks on the sandbox itself, kept as regression tests:
+// each comment says the attack; the assertions check that it is refused
 // (read-only root and /etc, sized scratch, one uid per dispatch, memory-per-process said).
 
 import (
@@ -226,7 +226,7 @@ __attribute__((constructor)) static void forge(void) {
 //
 // Impact: agent code runs inside the worker's capture, after "nothing the agent started
 // runs" (ARCHITECTURE.md); the stored patch, its digest in the record and the audit are the
-// agent's, not the workspace's (finding 7 again, by a new door; it could as well lie to the
+// agent's, not the workspace's (the stored-patch attack again, by a new door; it could as well lie to the
 // binary-secret masking's `git diff --numstat` or start a process that outlives the stop).
 // The same writable /etc takes /etc/claude-code/managed-settings.json, which Claude Code
 // reads whatever --setting-sources says (managed policy: permission rules, hooks).

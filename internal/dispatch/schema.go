@@ -222,7 +222,7 @@ ALTER TABLE dispatches ADD COLUMN stack_base TEXT NOT NULL DEFAULT '';
 
 // LearnIndexMigrations index agora.db's learn dispatches by run, so [Records.LearnInRun]
 // reads a run's learn dispatches alone: without it, every load of a run page scanned every
-// dispatch ever recorded (#47). Partial: a dispatch that is not a learn one costs no write.
+// dispatch ever recorded. Partial: a dispatch that is not a learn one costs no write.
 var LearnIndexMigrations = []store.Migration{{
 	Name: "learn dispatches by run",
 	SQL: `

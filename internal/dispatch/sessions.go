@@ -4,7 +4,7 @@ import "github.com/agora-dev/agora/internal/store"
 
 // SessionMigrations ties the network gateway's stored sessions (netgw.SessionMigrations's
 // gateway_sessions, composed just before these in internal/agoradb) to their dispatch's life,
-// in the database itself, so that no writer can get it wrong (#31):
+// in the database itself, so that no writer can get it wrong:
 //
 //   - a session is stored only for a live dispatch (accepted or started): an export for a
 //     dispatch that ended, or that this database never recorded, fails;

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
-// TestGatewaySessions_LiveDispatchesOnly (#31): agora.db stores a gateway session only for a
+// TestGatewaySessions_LiveDispatchesOnly: agora.db stores a gateway session only for a
 // live dispatch, and the dispatch's end deletes it in the transaction that records the end,
 // whoever records it: a replica restored from agora.db's replica never holds the session of a
 // dispatch that ended (it would revive a token the old leader closed).

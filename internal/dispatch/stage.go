@@ -58,7 +58,7 @@ type stage struct {
 	release func()
 }
 
-// prestaged is a warm slot's stage taken by the dispatch claiming the slot (#30, local's
+// prestaged is a warm slot's stage taken by the dispatch claiming the slot (local's
 // slotstage.go): its directories, made and bound into the slot's sandbox at fill, empty, on a
 // disk quota of the target's size (disk, "" when the target has none).
 type prestaged struct {
@@ -166,8 +166,8 @@ func newStageFrom(stateDir, id string, l stageLimits, pre *prestaged) (*stage, e
 		}
 		// The slot made its directories the sandbox uid's (its command starts in one); the
 		// host fills them as a cold stage's, its own until handOver gives them to the sandbox
-		// again (red team #30 stage: git, as root, refused to check a repository out into a
-		// workspace another user owns, and the warm dispatch failed where the cold one ran).
+		// again (git, as root, refuses to check a repository out into a workspace another
+		// user owns, and the warm dispatch would fail where the cold one runs).
 		// Only the slot's command, blocked on its claim pipe, runs as that uid meanwhile.
 		for _, p := range []string{s.bundle, s.workspace, s.out, s.capFiles} {
 			if err := os.Lchown(p, os.Geteuid(), os.Getegid()); err != nil {
@@ -311,7 +311,7 @@ func (s *stage) removeWork() {
 	unmounted := true
 	if s.release != nil {
 		// A warm slot's stage: the slot's teardown takes it (the caller calls release, in
-		// the background: its unmount waits out an RCU grace period, #30).
+		// the background: its unmount waits out an RCU grace period).
 	} else if s.disk != "" {
 		// EINVAL: not a mount point (a reaped stage whose supervisor never mounted one).
 		err := unix.Unmount(s.disk, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
@@ -516,7 +516,7 @@ func uniq(ss []string) []string {
 // The workspace's .git holds the pinned commit's history and nothing else: a new repository
 // fetches that one commit (with what it reaches) from the source, so no other branch, tag,
 // or object no ref reaches is in the sandbox, where the agent could read it with git
-// cat-file whatever the workspace's allow-list says (issue 26 red team: a clone copied every
+// cat-file whatever the workspace's allow-list says (a clone copies every
 // object of the source). Protocol v2 lets a commit no ref names be fetched by its id; fetch
 // never shares the source's object files, which the worker can write.
 //
@@ -531,7 +531,7 @@ func prepareWorkspace(ctx context.Context, r *Record, s *stage, stack []stackPat
 	}
 	if s.release != nil {
 		// A warm slot's workspace, made at fill (0700): the mode git init gives the directory
-		// it makes for a cold stage, so the agent sees the cold one's (red team #30 stage).
+		// it makes for a cold stage, so the agent sees the cold one's.
 		if err := chmodAsMkdir(s.workspace, filepath.Join(s.dir, ".mode")); err != nil {
 			return err
 		}
@@ -578,7 +578,7 @@ func fetchPinned(ctx context.Context, r *Record, s *stage) error {
 	return nil
 }
 
-// scrubGitDir leaves the checkout's .git naming no host path (issue 26, finding 9): the
+// scrubGitDir leaves the checkout's.git naming no host path: the
 // fetch names the source nowhere but in logs and FETCH_HEAD (neither is written, but a git
 // that wrote them would be caught here), which go. The .git stays, so git works in the
 // sandbox, with the checkout's history and no remote. Then every file outside objects/ is

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestStage_GitDirNamesNoHostPath (issue 26, finding 9): the workspace's .git is the
+// TestStage_GitDirNamesNoHostPath: the workspace's.git is the
 // checkout's own and names no host path: no remote (git remote -v prints nothing), and no
 // file under .git (config, logs, packed-refs, FETCH_HEAD, alternates, anything) holds the
 // host repository's path, read from inside a real dispatch. git still works in it.

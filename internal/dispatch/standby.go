@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/local"
 )
 
-// A standby supervisor (#30) is `agora dispatch supervise --standby TARGET`: a detached
+// A standby supervisor is `agora dispatch supervise --standby TARGET`: a detached
 // supervisor started ahead of any dispatch by the serve that holds the target's warm slots,
 // with agora.db open and one bubblewrap slot of the target's template started as its own
 // child. It waits on a socket its holder passed it at start (fd 3, one end of a socketpair:
@@ -37,7 +37,7 @@ const StandbyCold = "cold"
 
 // StandbyEnded is the line a claimed standby sends its holder once the finish transaction of
 // its dispatch has committed, before it closes agora.db and exits: a holder following the
-// record (serve's one-shot hand-off, #28) reads it at once instead of at its next poll. It
+// record (serve's one-shot hand-off) reads it at once instead of at its next poll. It
 // says only "read the record now"; the record is what the holder reports.
 const StandbyEnded = "ended"
 
@@ -173,7 +173,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 			return nil, ctx.Err()
 		case <-slot.ended():
 			// A kubernetes slot's pod stopped waiting (deleted, ended, changed): the holder
-			// counts this standby gone at once and starts another (#30 k8shold2).
+			// counts this standby gone at once and starts another.
 			return nil, errors.New("standby: the slot's pod stopped waiting before a claim")
 		case <-tick.C:
 			if !slot.Alive() {

@@ -139,7 +139,7 @@ func TestStandby_OneClaimThenRefused(t *testing.T) {
 		t.Fatalf("standby answered %q, want claimed %s", l, r.ID)
 	}
 	h.say("claim " + other.ID)
-	// The refusal, and the word that the dispatch ended (#28), in either order: the end is
+	// The refusal, and the word that the dispatch ended, in either order: the end is
 	// said once its terminal state is committed, so the record read then is terminal.
 	for refused, ended := false, false; !refused || !ended; {
 		switch l := h.hear(); {

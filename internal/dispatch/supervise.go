@@ -36,14 +36,14 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 	}
 	// Two goroutines of one process are not told apart by Claim (nor by started, which a
 	// second would reach only after staging over the first's stage and failing the dispatch):
-	// the first to get here runs it, a second reports the record as it is (red team #28).
+	// the first to get here runs it, a second reports the record as it is.
 	key := d.StateDir + "\x00" + id
 	if _, busy := supervising.LoadOrStore(key, struct{}{}); busy {
 		return d.Records.Get(ctx, id)
 	}
 	defer supervising.Delete(key)
 	// A dispatch accepted by this very process (the CLI's run, a server's) is claimed
-	// already: Claim would only write back the supervisor it holds (#28: one transaction
+	// already: Claim would only write back the supervisor it holds (one transaction
 	// fewer).
 	if r.supervisor != selfSupervisor() {
 		if err := d.Records.Claim(ctx, id); err != nil {
@@ -139,7 +139,7 @@ func (d *Dispatcher) watchCancel(ctx context.Context, provider compute.Provider,
 }
 
 // cancelUnfenced stops h's task unless this process's fence is closed: a supervisor whose
-// leader lost the lease must not stop a task the new leader may have adopted (#31).
+// leader lost the lease must not stop a task the new leader may have adopted.
 func cancelUnfenced(ctx context.Context, provider compute.Provider, h compute.Handle) {
 	if store.CheckFence() != nil {
 		return

@@ -24,7 +24,7 @@ func (l *spanLog) Start(ctx context.Context, name string, _ time.Time, _ ...any)
 	return context.WithValue(ctx, spanKey{}, name), func(time.Time, string, ...any) { l.events = append(l.events, "end "+name) }
 }
 
-// TestTrace_ModelCallDuringSandboxPhaseIsTheAgents (CI, session 46: a model call's span fell
+// TestTrace_ModelCallDuringSandboxPhaseIsTheAgents (a model call's span fell
 // under the sandbox phase, because the supervisor enters the agent phase only after it has
 // recorded the start, and the worker called first): a model call that arrives while the span
 // shows the sandbox phase begins the agent phase's span and falls under it; the supervisor's

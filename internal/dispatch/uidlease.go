@@ -22,8 +22,7 @@ import (
 // The kernel drops the lock when the supervisor dies, however it dies, but a container or a
 // pod outlives its supervisor (only bubblewrap dies with it): so a uid whose file names a
 // dispatch whose stage is still in the held index (see heldDir) stays taken after the lock
-// is gone, until Reap has had the provider remove the sandbox and released the stage (red
-// team s3, finding A). The files stay (at most one per uid of a range): removing one on
+// is gone, until Reap has had the provider remove the sandbox and released the stage. The files stay (at most one per uid of a range): removing one on
 // release would let two dispatches lock two different files of one uid.
 const uidLeaseDir = ".uids"
 
@@ -48,7 +47,7 @@ func (l *uidLease) release() {
 // ([compute.SandboxUIDFor]), or, when a running dispatch of this home holds that one, the next
 // free uid of the range. The hash alone lets two concurrent dispatches share a uid by chance,
 // and they then share RLIMIT_NPROC and every other per-uid kernel counter: one could keep the
-// other from forking (red team #16, finding 2). The lease rules that out among this home's
+// other from forking. The lease rules that out among this home's
 // dispatches, including those whose supervisor died while their sandbox may still run; homes
 // or targets sharing a range are not coordinated, and nothing checks ranges for overlap yet.
 func leaseUID(stateDir string, first config.UID, id string) (*uidLease, error) {
@@ -90,7 +89,7 @@ func leaseUID(stateDir string, first config.UID, id string) (*uidLease, error) {
 // its stage held: its supervisor died before releasing it, so its sandbox may still run. Nor
 // while a process runs as the uid of a warm slot f names: no stage holds a slot's lease, and a
 // holder killed while the slot's bwrap set it up leaves, before anything names the slot's
-// task, bwrap's sandbox process waiting for ever on the dead launcher (red team 42).
+// task, bwrap's sandbox process waiting for ever on the dead launcher.
 func claimUID(stateDir string, f *os.File, id string) (bool, error) {
 	var buf [64]byte
 	k, err := f.ReadAt(buf[:], 0)

@@ -171,7 +171,7 @@ func BenchmarkLeaseUID_HashOnly(b *testing.B) {
 	}
 }
 
-// Red team s3, finding A: a container outlives its supervisor killed with -9, whose lock the
+// A container outlives its supervisor killed with -9, whose lock the
 // kernel drops at once. While the dead dispatch's stage is held (Reap has not had the
 // provider remove the container), its uid stays taken; once released, it is free again.
 func TestLeaseUID_OrphanedSandboxKeepsUID(t *testing.T) {

@@ -65,7 +65,7 @@ func TestDispatch_GatewayUnreachableIsNotTheAgents(t *testing.T) {
 
 // TestDispatch_PodWorkerImageOnTheRecord: a kubernetes target binds no host worker, so its
 // record and provenance statement name the digest-pinned image its pod ran the worker from
-// (red team #28: a pod's dispatch recorded no worker identity at all); a local dispatch names
+// (a pod's dispatch recorded no worker identity at all); a local dispatch names
 // its pinned binary and no image.
 func TestDispatch_PodWorkerImageOnTheRecord(t *testing.T) {
 	const image = "registry.example/agora-worker@sha256:1111111111111111111111111111111111111111111111111111111111111111"

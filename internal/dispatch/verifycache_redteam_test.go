@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
-// Red team of a target's verify_cache (commit 8e6a6a5): the gate's command comes from an
+// The gate's command comes from an
 // untrusted patch and plan; the directory is the operator's. Each test is one attack.
 
 // worldDir makes a directory outside every test temp dir's 0700 parents, so the sandbox

@@ -83,7 +83,7 @@ func (s *Records) SetBinaries(ctx context.Context, id string, rb, wb *wire.Runti
 // binaries are what a dispatch's sandbox runs: the host CLI, the worker binary, the worker
 // image. The supervisor records them before the sandbox runs anything: on their own
 // (SetBinaries) before a cold start, or in the started transaction that a warm slot's claim
-// commits before it releases the slot (#28: one transaction fewer on the hand-off).
+// commits before it releases the slot (one transaction fewer on the hand-off).
 type binaries struct {
 	runtime, worker *wire.RuntimeBinary
 	image           string

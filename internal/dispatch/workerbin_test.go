@@ -12,7 +12,7 @@ import (
 
 // The sandbox runs the slim worker, pinned: the record names the copy that was bound and its
 // digest, which is the installed agora-worker's, and the sandbox's /agora/bin holds
-// agora-worker, not agora (#28).
+// agora-worker, not agora.
 func TestDispatch_WorkerBinaryOnTheRecord(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("lister", `ls /agora/bin`)

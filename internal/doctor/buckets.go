@@ -3,7 +3,7 @@ package doctor
 import "context"
 
 // Bucket is an S3 bucket agora.yaml names (blobs.s3, an s3 anchor), with the probe that asks
-// its server whether it exists and agora's credentials may use it (#31).
+// its server whether it exists and agora's credentials may use it.
 type Bucket struct {
 	// Name is the check's name: "blobs bucket", "anchor bucket 0".
 	Name string

@@ -104,7 +104,7 @@ type Options struct {
 	WarmErr     error
 	// Buckets are the S3 buckets agora.yaml names, each probed with one request.
 	Buckets []Bucket
-	// Replication is each replicated database's last published position (#31).
+	// Replication is each replicated database's last published position.
 	Replication []Replication
 }
 
@@ -234,12 +234,12 @@ func (r *run) warm(o Options) {
 		fix := "run 'agora orch serve' or 'agora mcp serve' as root: it keeps them; see docs/providers.md#warm-slots-bubblewrap"
 		if docker := dockerWarm(o.Config, names); len(docker) > 0 {
 			// serve holds a docker target's slots as standby supervisors too, each with its
-			// slot container and gateway (#30): the same fix, the docker section to read.
+			// slot container and gateway: the same fix, the docker section to read.
 			fix += "; for docker targets (" + strings.Join(docker, ", ") + ") see docs/providers.md#warm-slots-docker-and-podman"
 		}
 		if pods := providerWarm(o.Config, names, config.ProviderKubernetes); len(pods) > 0 {
 			// serve holds a kubernetes target's slots as standby supervisors, a slot Job each,
-			// as any user (#30); their pods claim over the network gateway of this home, so
+			// as any user; their pods claim over the network gateway of this home, so
 			// that is part of the fix.
 			fix += "; for kubernetes targets (" + strings.Join(pods, ", ") + ") orch serve and mcp serve hold the slot pods as any user," +
 				" and the network gateway of this home must run (agora gateway serve, or orch serve --gateway): see docs/providers-k8s.md#warm-n-on-a-kubernetes-target-30"
@@ -299,7 +299,7 @@ func (r *run) bwrap() {
 
 func (r *run) prlimit() {
 	// Needed by `sandbox: none` targets only: a bwrap sandbox, root's or not, gets its
-	// limits with prlimit(2) from the provider (#28).
+	// limits with prlimit(2) from the provider.
 	required := !r.needBwrap()
 	path, err := r.h.LookPath("prlimit")
 	if err == nil {

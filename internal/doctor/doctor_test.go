@@ -105,7 +105,7 @@ func TestRun(t *testing.T) {
 	}{
 		{name: "healthy root", canDispatch: true},
 		{
-			// No serve holds the warm slots (#30): doctor says so rather than let warm: read
+			// No serve holds the warm slots: doctor says so rather than let warm: read
 			// as working; the dispatches still run.
 			name:          "warm slots asked for",
 			opts:          Options{Config: withWarm(config.Default("/h"), "local", 2)},
@@ -128,7 +128,7 @@ func TestRun(t *testing.T) {
 			wantInMissing: map[string]string{"user-namespaces": "kernel.unprivileged_userns_clone=1"},
 		},
 		{
-			// Since #28 a root provider sets a bwrap sandbox's limits with prlimit(2):
+			// A root provider sets a bwrap sandbox's limits with prlimit(2):
 			// prlimit(1) is needed by sandbox: none targets only.
 			name:          "root without prlimit can still dispatch",
 			host:          func(h *Host) { h.LookPath = lookPathWithout("prlimit") },
@@ -387,8 +387,7 @@ func TestWarmSlots_HeldByServe(t *testing.T) {
 	}
 }
 
-// A docker target's warm slots are held by serve's standby supervisors (#30 docker warm
-// slots held by serve): without a serve doctor says they start cold and points at the docker
+// A docker target's warm slots are held by serve's standby supervisors: without a serve doctor says they start cold and points at the docker
 // section; a serve's counts for it show as a local target's do.
 func TestWarmSlots_DockerHeldByServe(t *testing.T) {
 	cfg := config.Default("/h")
@@ -408,7 +407,7 @@ func TestWarmSlots_DockerHeldByServe(t *testing.T) {
 	}
 }
 
-// A kubernetes target's warm slots are held by serve's standby supervisors (#30 k8shold; the
+// A kubernetes target's warm slots are held by serve's standby supervisors (the
 // line said serve did not hold them before: the issue changes that output): doctor names
 // serve and the gateway the pods claim through, and points at the kubernetes section.
 func TestWarmSlots_KubernetesHeldByServe(t *testing.T) {

@@ -16,7 +16,7 @@ const engineTimeout = 10 * time.Second
 // engines asks the engine behind each docker target (its socket answers, the pinned image is
 // there) and the cluster behind each kubernetes target of the jobs backend (its API server
 // answers and lets agora's account list Jobs in the namespace) the question a dispatch would
-// ask first (#31: doctor said "config ok" for a docker target whose socket did not exist).
+// ask first (doctor said "config ok" for a docker target whose socket did not exist).
 // Required: no dispatch of that target can run without its engine. The agent-sandbox backend
 // has its own check (agentSandbox).
 func (r *run) engines(o Options) {

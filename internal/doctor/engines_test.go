@@ -12,7 +12,7 @@ import (
 // TestEngines: doctor asks each docker target's engine and each jobs-backend kubernetes
 // target's cluster (not a local target, not an agent-sandbox one, which has its own check);
 // an engine that does not answer is a required check missing, with the engine's error and a
-// fix naming what to start or apply (#31: "config ok" for a docker target whose socket did not
+// fix naming what to start or apply ("config ok" for a docker target whose socket did not
 // exist).
 func TestEngines(t *testing.T) {
 	c := config.Default("")

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Replication is one database's replication to object storage (replicate.s3, #31) as the
+// Replication is one database's replication to object storage (replicate.s3) as the
 // serve replicating it last published it.
 type Replication struct {
 	DB string // "agora.db", "orch.db"

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestReplicationRows (#31): doctor shows each replicated database's last position and age,
+// TestReplicationRows: doctor shows each replicated database's last position and age,
 // and fails the row (not required) when the last upload failed or it is ten lags behind.
 func TestReplicationRows(t *testing.T) {
 	now := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)

@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/gitbranch"
 )
 
-// TestRedTeam29_ModeAndRenameAreChanges (#29 red team, surface 7): the check that gives a
+// TestRedTeam29_ModeAndRenameAreChanges: the check that gives a
 // change no commit when it changes nothing must not be fooled into dropping real work: the
 // same content edit plus a mode change (chmod +x), or plus a rename, changes the tree and gets
 // its commit; only the edit made a third time, on top of all of it, is unchanged. Every commit

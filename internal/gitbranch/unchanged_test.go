@@ -10,7 +10,7 @@ import (
 
 // TestCreate_SameEditTwiceMakesNoEmptyCommit: two tasks that made the same edit give one
 // commit; the second, which changes nothing on top of the first, gets none and is named in
-// Unchanged (#29 finding 8: it was an empty commit).
+// Unchanged (it was an empty commit).
 func TestCreate_SameEditTwiceMakesNoEmptyCommit(t *testing.T) {
 	requireGit(t)
 	dir, base := repo(t, map[string]string{"shared.txt": lines})

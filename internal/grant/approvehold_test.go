@@ -6,7 +6,7 @@ import (
 )
 
 // The docs' capability: commands ["git **"], approve [write_file, {command: "git push *"}].
-// Every way to say "push" the grant lets through must be held (issue 26, finding 3); calls
+// Every way to say "push" the grant lets through must be held; calls
 // that are provably something else must not.
 var docsRules = []ApproveRule{{Tool: "write_file"}, {Command: "git push *"}}
 

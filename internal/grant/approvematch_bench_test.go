@@ -25,7 +25,7 @@ func BenchmarkNeedsApproval(b *testing.B) {
 	}
 }
 
-// BenchmarkNeedsApproval_PositionalBaseline is the matcher rules had before (#26 finding 3):
+// BenchmarkNeedsApproval_PositionalBaseline is the matcher rules had before:
 // each command rule matched word by word as a grant pattern, which let pushes through.
 func BenchmarkNeedsApproval_PositionalBaseline(b *testing.B) {
 	b.ReportAllocs()

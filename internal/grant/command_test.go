@@ -99,7 +99,7 @@ func TestCommandAllowed(t *testing.T) {
 	}
 }
 
-// Claude Code's Bash lines (issue 26, finding 9): a line runs only when it is one simple
+// Claude Code's Bash lines: a line runs only when it is one simple
 // command the grant names, or the grant names a shell to run any line.
 func TestCommandLineAllowed(t *testing.T) {
 	tests := []struct {

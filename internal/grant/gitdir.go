@@ -10,7 +10,7 @@ import (
 // reads a repository's own configuration from .git/config, and that configuration names
 // programs git runs (core.fsmonitor on every `git status`, core.editor, diff.external,
 // filter drivers, hooks under .git/hooks): a grant of write_file and `git status` would
-// otherwise grant any command (issue 26 red team). Any component equal to ".git" in any
+// otherwise grant any command. Any component equal to ".git" in any
 // case counts, as does one git would take for it on a case-insensitive file system.
 func InGitDir(rel string) bool {
 	for _, c := range strings.FieldsFunc(filepath.ToSlash(rel), func(r rune) bool { return r == '/' || r == '\\' }) {

@@ -2,7 +2,7 @@ package grant
 
 import "testing"
 
-// TestRedTeam4_ApproveHoldsCodeThatNamesNoProgram (issue 26 red team, approve rules): a
+// TestRedTeam4_ApproveHoldsCodeThatNamesNoProgram (approve rules): a
 // program agora does not read whole, handed code in its arguments, can run git without
 // spelling it; each of these pushes, and each is held by `git push *`. Calls whose arguments
 // are only names, paths, options and numbers stay outside the rule, as do programs agora

@@ -287,7 +287,7 @@ func Open(ctx context.Context, dir string, schema []store.Migration) (*Home, err
 		db.Close()
 		return nil, err
 	}
-	// blobs.s3 moves the blob store to a bucket (#31); the local directory stays created.
+	// blobs.s3 moves the blob store to a bucket; the local directory stays created.
 	if remote, err := remoteBlobs(cfg); err != nil {
 		db.Close()
 		return nil, err

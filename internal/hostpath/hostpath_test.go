@@ -118,7 +118,7 @@ func TestMask_HostTextURLs(t *testing.T) {
 }
 
 // FuzzMaskTailHead: a cut never shows a piece (four bytes or more) of a known path that it
-// split, and never panics; with no mask it is the plain cut. Red team D of #26.
+// split, and never panics; with no mask it is the plain cut.
 func FuzzMaskTailHead(f *testing.F) {
 	f.Add("x /srv/acme-secret y /srv/acme-secret", 10)
 	f.Add("/srv/acme-secret/srv/acme-secret", 3)

@@ -63,7 +63,7 @@ func TestListen_BadAddress(t *testing.T) {
 
 // TestListen_IdleYieldsWhenFull: with every place held by idle keep-alive connections of a
 // real http.Server, a new connection is accepted and answered, and the connection idle
-// longest is the one closed. Red team D of #26 (idle connections held without a token kept
+// longest is the one closed (otherwise idle connections held without a token keep
 // everyone out of the web view).
 func TestListen_IdleYieldsWhenFull(t *testing.T) {
 	ln, err := Listen("127.0.0.1:0", 3)

@@ -39,7 +39,7 @@ func randomKey(r *rand.Rand) string {
 	return b.String()
 }
 
-// Red team #28 (vocab): compareUTF16 with its ASCII fast path orders every pair of valid keys
+// compareUTF16 with its ASCII fast path orders every pair of valid keys
 // as UTF-16 units do, sign for sign, including equal keys, prefixes and a first difference
 // between an ASCII byte and a multi-byte rune.
 func TestRedTeam28V_CompareUTF16MatchesTheUnits(t *testing.T) {
@@ -76,7 +76,7 @@ func FuzzRedTeam28VCompareUTF16(f *testing.F) {
 	})
 }
 
-// Red team #28 (vocab): a details map of many tricky keys (as a model's tool-call arguments
+// A details map of many tricky keys (as a model's tool-call arguments
 // could carry) is written in UTF-16 key order, read back from the bytes, not from the sort.
 func TestRedTeam28V_ManyKeysInUTF16Order(t *testing.T) {
 	r := rand.New(rand.NewPCG(28, 4))

@@ -63,7 +63,7 @@ func TestDeployHA_LeaseRoleIsTheLeaseAlone(t *testing.T) {
 // what deployment.yaml's is (TestRedTeam35_DeployServePodSurface), plus the keys: the shared
 // keys Secret is mounted in the init container alone, read-only, readable by no one but the
 // pod's group; serve sees only the private 0600 copies in its home, the gateway's CA among them.
-// Every pod advertises the one Service agora-gateway-vip (#31), whose endpoint is the replica
+// Every pod advertises the one Service agora-gateway-vip, whose endpoint is the replica
 // that is Ready: the readiness probe asks the gateway's /readyz, which only the leader passes;
 // the Jobs' policies admit serve's pods as the gateway's peer.
 func TestDeployHA_ServePodSurface(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The surfaces of serve's pod beside the gateway (#31): the web view (serve --http), MCP over
+// The surfaces of serve's pod beside the gateway: the web view (serve --http), MCP over
 // HTTP (agora mcp --http, a second container on the home) and the metrics listener (serve
 // --metrics), as deploy/kubernetes writes them (the chart's default rendering and values-ha's).
 
@@ -102,7 +102,7 @@ func checkSurfacePod(t *testing.T, file string, docs map[string]map[string]any, 
 	}
 	// The Host and Origin checks let through exactly the Service's names no other namespace
 	// can answer for, on its port: not the short ones, which a client's resolver looks up in
-	// its own namespace first (red team 40).
+	// its own namespace first.
 	for _, s := range deploySurfaces {
 		args := serveArgs
 		if s.container == "mcp" {

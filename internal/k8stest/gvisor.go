@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// gVisor on the real node (#30): runsc and containerd-shim-runsc-v1, built by
+// gVisor on the real node: runsc and containerd-shim-runsc-v1, built by
 // scripts/gvisor-tools.sh into .cache/gvisor/bin, become the containerd runtime handler
 // GVisorHandler beside the default runc. A pod whose runtimeClassName names a RuntimeClass
 // with that handler runs its containers in a gVisor sandbox: their system calls go to

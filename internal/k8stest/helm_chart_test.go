@@ -78,7 +78,7 @@ var leaderValues = []string{
 // with its default values and deploy/kubernetes/ha/*.yaml its rendering with values-ha.yaml,
 // byte for byte (scripts/helm-render.sh into a scratch directory), and the directories hold
 // nothing else, so the manifests' tests (TestRealNodeDeployManifests, the leader's kill on the
-// real kubelet, the red team's) prove the chart's renderings. Fix a failure with
+// real kubelet, the attack tests) prove the chart's renderings. Fix a failure with
 // `make helm-render`.
 func TestHelmChart_RenderingIsDeployKubernetes(t *testing.T) {
 	helm := helmBin(t)

@@ -69,7 +69,7 @@ func servePods(ctx context.Context, t *testing.T, c *k8stest.Cluster, ns string)
 		if p.Metadata.DeletionTimestamp != nil {
 			continue
 		}
-		// serve's container; agora mcp beside it (#31) runs the same image.
+		// serve's container; agora mcp beside it runs the same image.
 		for _, ctr := range p.Spec.Containers {
 			if ctr.Name == "agora" {
 				out[p.Metadata.Name] = ctr.Image
@@ -100,7 +100,7 @@ func waitOnePod(ctx context.Context, t *testing.T, c *k8stest.Cluster, ns, image
 	}
 }
 
-// TestHelmInstallUpgradeUninstall (#31): the chart installed by helm's own code on the real
+// TestHelmInstallUpgradeUninstall: the chart installed by helm's own code on the real
 // control plane (kwok's node runs the pods), with every object landing where the values say;
 // `helm upgrade` with a new agora image rolls the Deployment to one pod of it, and an upgrade that changes only agora.yaml rolls it too (serve reads
 // it at its start); `helm uninstall` removes serve, its configuration and its RBAC, and keeps
@@ -239,7 +239,7 @@ func saAllowedNamed(ctx context.Context, t *testing.T, c *k8stest.Cluster, saNS,
 	return out.Status.Allowed
 }
 
-// TestHelmInstallLeader (#31): the chart's two replicas on a Lease, installed by helm on the
+// TestHelmInstallLeader: the chart's two replicas on a Lease, installed by helm on the
 // control plane: namespace agora's Pod Security "restricted" admits both StatefulSet pods (the
 // init container too), each has a claim of its own, and the service account may make Leases
 // and get and update the one Lease by name, and nothing else there: not another Lease, not a

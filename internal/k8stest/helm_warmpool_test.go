@@ -13,8 +13,8 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 )
 
-// TestHelmChart_WarmPoolGrantsOnlyWhenAsked: the grants of agent-sandbox warm pools (#30
-// warm_pool: a Role on the pool's objects, the pool pods' account, create on TokenReviews,
+// TestHelmChart_WarmPoolGrantsOnlyWhenAsked: the grants of agent-sandbox warm pools
+// (warm_pool: a Role on the pool's objects, the pool pods' account, create on TokenReviews,
 // the one cluster-wide grant) are rendered only with target.warmPool: N > 0, and then exactly
 // as examples/kubernetes/rbac-pool.yaml has them (its Roles' rules, agora's account in the
 // agora namespace as the subject); the default rendering has none of them, nor any

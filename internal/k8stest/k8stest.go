@@ -51,11 +51,11 @@ type Options struct {
 	InClusterAPI bool
 	// AgentSandbox installs kubernetes-sigs/agent-sandbox's CRDs (Sandbox, SandboxTemplate,
 	// SandboxClaim, SandboxWarmPool) from the module scripts/k8s-tools.sh pins, and runs its
-	// real controller against the cluster (#30).
+	// real controller against the cluster.
 	AgentSandbox bool
 	// GVisor (with RealNode) needs gVisor's runsc and containerd-shim-runsc-v1 from
 	// scripts/gvisor-tools.sh (a skip without them) and makes RuntimeClass GVisorRuntimeClass,
-	// whose handler is the node's runsc (#30). A real node registers that handler whenever
+	// whose handler is the node's runsc. A real node registers that handler whenever
 	// the two are built; this makes them required.
 	GVisor bool
 	// NetworkPolicy (with RealNode) needs the NetworkPolicy engine from

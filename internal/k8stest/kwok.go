@@ -66,13 +66,13 @@ func (c *Cluster) createKwokNode(ctx context.Context) error {
 	return nil
 }
 
-// SlotLabel is the label agora's warm slot pods carry (#30; internal/compute/kubernetes).
+// SlotLabel is the label agora's warm slot pods carry (internal/compute/kubernetes).
 const SlotLabel = "agora.slot"
 
 // slotStage keeps a warm slot's pod (labelled SlotLabel) Running under kwok, as a real kubelet
 // does: its worker waits on the gateway for its claim and never ends by itself. kwok's own
 // pod-complete stage ends every running pod a Job owns at once, which on kwok made a slot pod
-// end before or just after its holder saw it run (#30 k8shold2: serve's standbys were replaced
+// end before or just after its holder saw it run (serve's standbys were replaced
 // while they waited). Weight 1 against pod-complete's none: kwok always picks this one. A pod
 // given kwok's chaos label (FailLabel, the kubernetes package's tests) is left to that stage.
 // After an hour it completes, as pod-complete would have.

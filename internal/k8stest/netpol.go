@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// NetworkPolicy enforcement on the real node (#31): kubernetes-sigs/kube-network-policies,
+// NetworkPolicy enforcement on the real node: kubernetes-sigs/kube-network-policies,
 // built by scripts/netpol-tools.sh into .cache/netpol/bin, runs on the node beside the kubelet
 // whenever it is built. Its nftables table (inet kube-network-policies) sends the first packet
 // of every connection from or to a pod that a NetworkPolicy selects to nfqueue NetpolQueue,

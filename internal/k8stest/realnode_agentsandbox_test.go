@@ -177,7 +177,7 @@ func TestRealNodeAgentSandboxWarmClaim(t *testing.T) {
 }
 
 // BenchmarkRealNodeWarmClaimVsColdJob: the floor under the agent-sandbox backend's "claim to
-// worker running" (#30, target 300 ms on a real kubelet), against a cold Job of the same pod
+// worker running" (target 300 ms on a real kubelet), against a cold Job of the same pod
 // on the same node in the same run: a SandboxClaim's POST until a watch shows it bound to a
 // sandbox (taken from a warm pool kept full between iterations, outside the timing; its pod is
 // checked Running after), and a Job's POST until a watch shows its pod Running. Reports each

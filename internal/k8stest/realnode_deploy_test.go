@@ -48,7 +48,7 @@ agora orch patches "$run" --combined
 echo PATCH-END
 `
 
-// TestRealNodeDeployManifests (#31): deploy/kubernetes's files, applied as written to the real
+// TestRealNodeDeployManifests: deploy/kubernetes's files, applied as written to the real
 // control plane and kubelet, run `agora orch serve` in the cluster under the manifests'
 // service account and Role, its images pulled from a real registry with a pull secret; then
 // the Deployment is rolled to a new agora image while a plan's task runs.

@@ -45,7 +45,7 @@ done
 // upgradeFinish is the second driver, with the new image: it waits for run $RUN to end, exports
 // its audit bundle and verifies it with the home's audit key. The first driver still loops
 // beside it, so each writes its own temporary file before the rename (one shared name made
-// the slower mv fail: "can't rename .../status.new", session 37).
+// the slower mv fail: "can't rename .../status.new").
 const upgradeFinish = `set -eu
 o=/var/lib/agora/out
 while :; do
@@ -73,7 +73,7 @@ func applyDeployPulled(ctx context.Context, t *testing.T, c *k8stest.Cluster, re
 	for _, ns := range []string{"agora", "agents"} {
 		objs = append(objs, reg.PullSecret(ns, "regcred", reg.User, reg.Password))
 	}
-	// deployment.yaml's header: the web view's and MCP's token Secrets, made first (#31).
+	// deployment.yaml's header: the web view's and MCP's token Secrets, made first.
 	objs = append(objs, surfaceTokenSecrets(t)...)
 	objs = append(objs, siteManifestObjects(t, im, site, "rbac.yaml", "config.yaml", "deployment.yaml")...)
 	for _, obj := range objs {

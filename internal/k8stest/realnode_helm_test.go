@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// TestRealNodeHelmInstallFromRegistry (#31): the chart installed by `helm install` on the real
+// TestRealNodeHelmInstallFromRegistry: the chart installed by `helm install` on the real
 // control plane and kubelet, its three images published to a real registry (TLS, htpasswd)
 // and pulled from it with the pull secrets the chart's values name: the serve pod's
 // (imagePullSecrets, in agora) and the dispatches' (target.imagePullSecrets with
@@ -48,7 +48,7 @@ func TestRealNodeHelmInstallFromRegistry(t *testing.T) {
 			"metadata": map[string]any{"name": ns, "labels": map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}},
 		}, reg.PullSecret(ns, "regcred", reg.User, reg.Password))
 	}
-	// The chart's header: the web view's and MCP's token Secrets, made first (#31).
+	// The chart's header: the web view's and MCP's token Secrets, made first.
 	objs = append(objs, surfaceTokenSecrets(t)...)
 	for _, obj := range objs {
 		if err := c.Apply(ctx, obj); err != nil {

@@ -86,7 +86,7 @@ func startLeaderWorld(ctx context.Context, t *testing.T, c *k8stest.Cluster) *le
 	objs = append(objs,
 		secretObject("agora-keys", keys),
 		secretObject("agora-s3", map[string][]byte{"access_key_id": []byte(srv.Creds.AccessKeyID), "secret_access_key": []byte(srv.Creds.SecretAccessKey)}))
-	// statefulset.yaml's header: the web view's and MCP's token Secrets (#31).
+	// statefulset.yaml's header: the web view's and MCP's token Secrets.
 	objs = append(objs, surfaceTokenSecrets(t)...)
 	site := []string{
 		`"https://s3.example.invalid"`, `"` + bucket.Endpoint + `"`,
@@ -426,7 +426,7 @@ func (w *leaderWorld) waitStandby(ctx context.Context, name, lead string) {
 
 // checkStandbyClosed: the replica that does not lead listens on no gateway (a Job's worker
 // that reached it would reach a serve that commits nothing), no web view, no metrics and no
-// MCP (#31: its agora mcp would write a home nobody serves): its pod's ports 8443, 8080,
+// MCP (its agora mcp would write a home nobody serves): its pod's ports 8443, 8080,
 // 9090 and 8765 refuse, from this host on the pod network, while the leader's answer (MCP
 // once the leader's serve is ready: its container waits for serve's /readyz).
 func (w *leaderWorld) checkStandbyClosed(ctx context.Context, lead string) {

@@ -59,7 +59,7 @@ agora dispatch list -o json > "$o/dispatches.json" || true
 agora orch audit "$RUN" --out "$o/bundle.json"
 `
 
-// TestRealNodeLeaderKill (#31): deploy/kubernetes/ha's StatefulSet of two serves on a Lease,
+// TestRealNodeLeaderKill: deploy/kubernetes/ha's StatefulSet of two serves on a Lease,
 // applied as written with namespaces.yaml and rbac.yaml (substituted: the three images, the
 // bucket's endpoint and name, the endpoint's address in egress.allow_private; the two Secrets
 // the file says to make: the keys and gateway CA of an `agora init --gateway-ca` on this host, versitygw's credentials), on
@@ -73,7 +73,7 @@ agora orch audit "$RUN" --out "$o/bundle.json"
 // wait the dead record out, about one duration, and either may win), restores the home from
 // the bucket and finishes the run: every task runs once, c (in flight at the kill) too, adopted
 // by the new leader in one pod; each succeeds once in the run's audit, and the exported bundle verifies under the
-// operator's audit.pub; the other replica waits as a standby. (#31, session 9: c runs once. Its
+// operator's audit.pub; the other replica waits as a standby. (c runs once. Its
 // Job reached the old leader at agora-gateway-vip, whose one endpoint is the Ready replica, the
 // leader; its gateway session was in agora.db, replicated; the new leader takes it back and
 // adopts c's dispatch, and the Job's upload reaches it at the same address.) Then the fence: the new leader
@@ -81,7 +81,7 @@ agora orch audit "$RUN" --out "$o/bundle.json"
 // (fenceAfterThaw). Attacks: the standby's gateway port refuses (before the kill), and no
 // serve's log holds the bucket's credentials. It logs both takeover times. About 2-3 minutes
 // (two takeovers of ~10 s, the slow task's sleep of 25 s, pods starting): the one test of the
-// ha manifests as written, and #31's acceptance test; it skips without a real node.
+// ha manifests as written, and the acceptance test of two replicas on a Lease; it skips without a real node.
 func TestRealNodeLeaderKill(t *testing.T) {
 	c := k8stest.Start(t, k8stest.Options{RealNode: true, InClusterAPI: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 14*time.Minute)

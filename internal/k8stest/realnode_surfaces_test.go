@@ -21,7 +21,7 @@ import (
 )
 
 // surfaceTokenSecrets are the two Secrets deploy/kubernetes's header tells the operator to make
-// before applying (#31): the web view's operator token and MCP's, each a key token of 64 hex
+// before applying: the web view's operator token and MCP's, each a key token of 64 hex
 // characters, made here from crypto/rand and never logged.
 func surfaceTokenSecrets(t *testing.T) []map[string]any {
 	t.Helper()
@@ -123,8 +123,8 @@ func waitPodReady(ctx context.Context, t *testing.T, c *k8stest.Cluster, ns, nam
 	}
 }
 
-// checkServeSurfaces is what a person reaches of the serve pod that deploy/kubernetes runs
-// (#31), from outside it, at its address (as a Service or kubectl port-forward hands the
+// checkServeSurfaces is what a person reaches of the serve pod that deploy/kubernetes runs,
+// from outside it, at its address (as a Service or kubectl port-forward hands the
 // connection on): the pod is Ready (the kubelet's probes on the metrics listener pass); the
 // metrics listener answers /metrics, /healthz and /readyz without a token, and refuses a Host
 // that is not its Service's; the web view refuses a request without the token (401), with MCP's

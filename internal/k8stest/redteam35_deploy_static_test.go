@@ -77,7 +77,7 @@ func TestRedTeam35_DeployServePodSurface(t *testing.T) {
 			t.Errorf("volume %d is neither the claim, the ConfigMap nor an emptyDir: %v", i, vm)
 		}
 	}
-	// #31: serve (the gateway, the web view, the metrics listener) and agora mcp beside it on
+	// serve (the gateway, the web view, the metrics listener) and agora mcp beside it on
 	// the home, and nothing else (TestDeploySurfaces_Deployment checks what each serves).
 	containers := dig(pod, "containers").([]any)
 	if len(containers) != 2 || dig(containers[0], "name") != "agora" || dig(containers[1], "name") != "mcp" {

@@ -274,7 +274,7 @@ func TestRedTeam36_BucketCredentialsOnlyInServesEnv(t *testing.T) {
 			if !strings.HasPrefix(n, "AWS_") {
 				continue
 			}
-			// serve and agora mcp beside it (#31) open the bucket; the init container never.
+			// serve and agora mcp beside it open the bucket; the init container never.
 			if name != "agora" && name != "mcp" {
 				t.Errorf("container %v gets %s", name, n)
 			}

@@ -8,12 +8,11 @@ import (
 	"time"
 )
 
-// TestRedTeam37_ServeIngressEmptySelectorsRefused: red team 37 of 03e5053. networkPolicy.ingress
-// refused a rule without sources or ports and an empty peer, but took a peer whose selector
-// was empty, which the NetworkPolicy API reads as everything: {namespaceSelector: {}} admits
+// TestRedTeam37_ServeIngressEmptySelectorsRefused: networkPolicy.ingress refuses a rule
+// without sources or ports, an empty peer, and a peer whose selector is empty, which the NetworkPolicy API reads as everything: {namespaceSelector: {}} admits
 // every pod of every namespace, {podSelector: {}} every pod of serve's namespace, and
 // {matchLabels: {}} or {matchExpressions: []} look like a selector and select all the same.
-// Each rendered before; the schema now refuses a selector that selects nothing in particular.
+// The schema refuses a selector that selects nothing in particular.
 // A rule that names its sources still renders.
 func TestRedTeam37_ServeIngressEmptySelectorsRefused(t *testing.T) {
 	helm := helmBin(t)

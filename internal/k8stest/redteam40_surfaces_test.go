@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// TestRedTeam40_SurfacePeersEmptySelectorsRefusedSchemaSkipped: red team of e091c12..199a7da
-// (#31). web.from, mcp.from and metrics.from refused an empty peer or selector through the
+// TestRedTeam40_SurfacePeersEmptySelectorsRefusedSchemaSkipped:
+// web.from, mcp.from and metrics.from refused an empty peer or selector through the
 // schema alone, so with --skip-schema-validation (which the chart otherwise guards against:
 // names and ports stay in their arguments) {namespaceSelector: {}} rendered as a rule that
 // admits every pod of every namespace, and {podSelector: {}} every pod of serve's namespace,
@@ -56,8 +56,8 @@ func policyOf(out string) string {
 	return out
 }
 
-// TestRedTeam40_MCPBucketCredentialsOnlyWhenUsed: red team of e091c12 (#31), which let the mcp
-// container take the bucket's credentials whenever serve did (TestRedTeam36's "serve's
+// TestRedTeam40_MCPBucketCredentialsOnlyWhenUsed: the mcp container must not take the
+// bucket's credentials whenever serve does (TestRedTeam36's "serve's
 // container alone" widened to mcp). agora mcp opens the bucket for blobs (blobs.s3: its
 // dispatches' blobs) and, without leader, to replicate agora.db should serve stop; with
 // leader.enabled it never replicates (only the leading serve does, mcp.go), so with the

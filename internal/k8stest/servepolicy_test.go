@@ -162,8 +162,8 @@ func renderedObjects(ctx context.Context, t *testing.T, helm string, args ...str
 	}
 }
 
-// TestHelmChart_ServeIngressPolicy: red team 36's finding. The dispatches' pods were denied
-// all traffic but their own gateway egress, while nothing limited who reached serve's pod: any
+// TestHelmChart_ServeIngressPolicy: the dispatches' pods are denied
+// all traffic but their own gateway egress; without this policy nothing limits who reaches serve's pod: any
 // pod of the cluster (another team's, a compromised workload in agora's own namespace, a pod
 // in agents that agora did not make) could connect to the gateway's port and to any port a
 // site opened beside it (MCP HTTP, the web view, metrics). The rendering now selects serve's

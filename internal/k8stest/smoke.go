@@ -29,8 +29,8 @@ func realNodeMode() string {
 
 // inSmokeSet reports whether top-level test name is one of the real-node tests make test runs
 // by default: the dispatch in a pod gives the same patch as a local one (dispatch, 21 s), a
-// pod reaches only the gateway under the enforced NetworkPolicy (#31, compute/kubernetes, 44 s)
-// and the agent-sandbox warm pool's claim (#30, dispatch, 42 s), quiet, under -race. Not the
+// pod reaches only the gateway under the enforced NetworkPolicy (compute/kubernetes, 44 s)
+// and the agent-sandbox warm pool's claim (dispatch, 42 s), quiet, under -race. Not the
 // leader killed under a running plan (TestRealNodeLeaderKill, 136 s: it builds and imports
 // agora's images). A function, not a map: no work at init.
 func inSmokeSet(name string) bool {

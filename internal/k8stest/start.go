@@ -187,7 +187,7 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 		// Before the controller-manager starts: its garbage collector learns the resources it
 		// may collect at start and then only at its discovery resync (30 s), so a foreground
 		// deletion of a Sandbox made before that waited up to 30 s for its pod to be collected
-		// (the agent-sandbox tests took 77 s, #30).
+		// (the agent-sandbox tests took 77 s).
 		if err := c.installAgentSandboxCRDs(ctx, bins.agentSandboxCRDs); err != nil {
 			return nil, err
 		}

@@ -44,7 +44,7 @@ var bucketValues = []string{"--set", "replicate.enabled=true", "--set", "blobs.s
 
 func with(base []string, more ...string) []string { return append(slices.Clone(base), more...) }
 
-// TestHelmChart_RefusesStartFailures: red team 36's finding. Values that passed
+// TestHelmChart_RefusesStartFailures: values that passed
 // values.schema.json and `helm install`, and that agora refused only when serve started (the
 // pod crash-looping with the release "deployed"): a replicate.lag or leader.duration outside
 // agora's bounds, a bucket name with two dots, a prefix with an empty, . or .. segment, an

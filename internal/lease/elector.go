@@ -45,7 +45,7 @@ func (e *elector) try(ctx context.Context) (ok bool, holder string) {
 	// now is read after the Get answered, never before: the record it returns may have been
 	// written while the Get was on its way, after the holder sent that renew, and the
 	// holder's fence runs from the send. A view started before the read would start the
-	// wait before the fence did and eat the fence's fifth of margin (red team 34).
+	// wait before the fence did and eat the fence's fifth of margin.
 	now := e.fence.now()
 	if apierrors.IsNotFound(err) {
 		return e.create(ctx, now), ""
@@ -137,7 +137,7 @@ func (e *elector) release() {
 // says, but never less than this replica's own. The record is only the holder's word, and
 // anyone with write access to the Lease can lower it (leaseDurationSeconds 1 or 0) while the
 // holder, cut off from the apiserver, never reads the edit and keeps its fence open 4/5 of
-// its own duration; replicas of one agora.yaml share that duration (red team 34).
+// its own duration; replicas of one agora.yaml share that duration.
 func (e *elector) holderDuration(l *coordv1.Lease) time.Duration {
 	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
 		return e.cfg.Duration
@@ -148,7 +148,7 @@ func (e *elector) holderDuration(l *coordv1.Lease) time.Duration {
 // seconds is d in whole seconds, rounded up (at least one): the record must never say less
 // than the fence it stands for, or a standby trusting it (another agora version, a
 // client-go elector) would take over while the holder's fence is open. 2.5s said as 2s
-// left a 2s fence against a 2s wait: no margin at all (red team 34).
+// left a 2s fence against a 2s wait: no margin at all.
 func seconds(d time.Duration) *int32 {
 	return ptr(int32(max((d+time.Second-1)/time.Second, 1)))
 }

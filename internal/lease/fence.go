@@ -1,5 +1,5 @@
 // Package lease makes `agora orch serve` one of several replicas of which only the holder of
-// a Kubernetes Lease serves (#31): [Elect] waits as a standby until this process holds the
+// a Kubernetes Lease serves: [Elect] waits as a standby until this process holds the
 // Lease (client-go's leader election algorithm over a coordination.k8s.io/v1 Lease, elector.go),
 // and its [Fence]
 // says, before every commit and every replica upload, whether the process may still write.

@@ -23,8 +23,8 @@ type leaseAPI interface {
 // leaseClient is a REST client of coordination.k8s.io/v1 Leases over a scheme of that group
 // alone, made when Elect is called. client-go's typed coordination client (and so its
 // leaderelection package) links k8s.io/client-go/kubernetes/scheme, whose init registers every
-// API group: 650 KB allocated before main in every agora process (internal/inittrace_test.go,
-// #28), kubernetes or not. internal/compute/kubernetes avoids it the same way.
+// API group: 650 KB allocated before main in every agora process (internal/inittrace_test.go),
+// kubernetes or not. internal/compute/kubernetes avoids it the same way.
 type leaseClient struct {
 	rc        *rest.RESTClient
 	params    runtime.ParameterCodec

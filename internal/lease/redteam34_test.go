@@ -14,7 +14,7 @@ import (
 )
 
 // memLeases is one Lease kept in memory with the apiserver's optimistic concurrency (an
-// update must carry the current resourceVersion), so a red-team test can order a standby's
+// update must carry the current resourceVersion), so an attack test can order a standby's
 // read and a leader's renew exactly, which a real apiserver cannot be made to do.
 type memLeases struct {
 	mu      sync.Mutex

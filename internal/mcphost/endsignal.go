@@ -49,7 +49,7 @@ func (c *endSignals) track(id string, done <-chan struct{}, now time.Time) {
 		c.byID = map[string]*endSignal{}
 	}
 	// A scan at most every pruneEvery: a scan per track cost the square of the dispatch rate
-	// (red team 46: 0.2 ms a call at 10,000 kept).
+	// (0.2 ms a call at 10,000 kept).
 	if now.Sub(c.pruned) >= pruneEvery {
 		c.prune(now)
 	}

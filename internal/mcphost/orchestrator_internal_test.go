@@ -10,7 +10,7 @@ import (
 
 // TestWithoutPath_VerdictsAndReviews: a run's status over MCP hides host paths in a task's
 // verdict (its detail, which the host wrote, its output tail and its verify cache's path) and in a reviewer's
-// reasons, as agora_dispatch_describe does for a dispatch's verdict (#27 red team).
+// reasons, as agora_dispatch_describe does for a dispatch's verdict.
 func TestWithoutPath_VerdictsAndReviews(t *testing.T) {
 	const repo = "/srv/private/app"
 	v := &verdict.Verdict{Detail: "verify: start the verify sandbox: mkdir /var/lib/agora/stage/01X/gate: no space left",

@@ -98,7 +98,7 @@ func TestRecord_AwaitingApproval(t *testing.T) {
 	if out.Phase != "awaiting_approval" || len(out.AwaitingApproval) != 1 || out.AwaitingApproval[0].CallID != "call_2" || out.AwaitingApproval[0].Preview != `{"path":"b"}` {
 		t.Errorf("phase %q held %+v, want call_2 only", out.Phase, out.AwaitingApproval)
 	}
-	// The same fields as 'agora dispatch approval list' (#26 finding 4): the rule and the size.
+	// The same fields as 'agora dispatch approval list': the rule and the size.
 	if h := out.AwaitingApproval; len(h) == 1 && (h[0].Rule != "write_file" || h[0].ArgsBytes != 12) {
 		t.Errorf("held call %+v, want its rule and the size of its arguments", h[0])
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TestRedTeam46_EndSignalsBoundedUnderChurn (red team 46): a client that starts dispatch
+// TestRedTeam46_EndSignalsBoundedUnderChurn: a client that starts dispatch
 // after dispatch, each ending at once, does not grow the end signals without bound: an ended
 // dispatch's signal is dropped about endSignalKeep after its end, so what is kept is the
 // dispatches of the last minute or so (and the ones still running), not every one ever.
@@ -41,7 +41,7 @@ func TestRedTeam46_EndSignalsBoundedUnderChurn(t *testing.T) {
 	}
 }
 
-// TestRedTeam46_EndSignalsConcurrent (red team 46, run under -race): dispatches tracked,
+// TestRedTeam46_EndSignalsConcurrent (run under -race): dispatches tracked,
 // looked up and ended from many goroutines at once (agora_dispatch calls and the polls of
 // their waiters); each lookup gets its own dispatch's signal, never another's.
 func TestRedTeam46_EndSignalsConcurrent(t *testing.T) {

@@ -48,7 +48,7 @@ const (
 	revisionPattern = `^[A-Za-z0-9_+][A-Za-z0-9._+/-]*$`
 )
 
-// The patterns compile on first use: no work at init (#28).
+// The patterns compile on first use: no work at init.
 var (
 	refRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(refPattern) })
 	targetRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(targetPattern) })
@@ -321,7 +321,7 @@ func isObject(raw json.RawMessage) bool {
 
 // Property schemas, keyed by argument name. schemaFor checks that they cover exactly the
 // argument type's fields. They are functions, called once when the tool table is built (on
-// first use): the plan's schema is derived by reflection, work no process pays at init (#28).
+// first use): the plan's schema is derived by reflection, work no process pays at init.
 func refSchema(desc string) *jsonschema.Schema {
 	return &jsonschema.Schema{Type: "string", Description: desc, Pattern: refPattern, MaxLength: jsonschema.Ptr(maxRefLen)}
 }

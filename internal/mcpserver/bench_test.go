@@ -96,7 +96,7 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 		defer call(b, cs, "agora_dispatch_cancel", map[string]any{"id": out.Dispatch.ID})
 		raw(b, out.Dispatch.ID)
 	})
-	// Issue #12's target: describe returning a 64 KiB patch inline (with its diffstat, the
+	// The target: describe returning a 64 KiB patch inline (with its diffstat, the
 	// logs' tails and the outputs): at least 2,000 calls/s and p99 at most 15 ms.
 	b.Run("raw-patch64k", func(b *testing.B) {
 		if err := local.Available(); err != nil {
@@ -122,11 +122,11 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 	// sdk: eight clients as eight processes would be, each with its own connection pool,
 	// speaking the SDK's newest protocol version (2026-07-28 with SDK v1.8.0: every request
 	// carries its client's capabilities in _meta, which the SDK's server decodes several times).
-	// sdk-2025-11-25: the same clients pinned to the version the SDK spoke when issue #28 was
-	// written, to tell what the protocol costs from what agora does.
+	// sdk-2025-11-25: the same clients pinned to protocol version 2025-11-25, to tell what the
+	// protocol costs from what agora does.
 	// sdk-one-pool: the same eight sharing http.DefaultTransport, which keeps two idle
-	// connections per host, so most calls open a new connection (how this was measured before
-	// issue #28: ~470 new connections a second).
+	// connections per host, so most calls open a new connection (~470 new connections a
+	// second).
 	sdk := func(b *testing.B, srv *server, transport func() http.RoundTripper, version string) {
 		params := &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}}
 		var opts *mcp.ClientSessionOptions

@@ -9,7 +9,7 @@ import (
 )
 
 // theEleven is the whole MCP surface. Changing it is a design decision (ADR-0005), not a
-// refactor: #27 added the two schedule readers (the lead's design, docs/mcp.md); schedules are
+// refactor: the two schedule readers are the lead's design (docs/mcp.md); schedules are
 // added and removed on the host only.
 var theEleven = []string{
 	"agora_capabilities_list",
@@ -30,7 +30,7 @@ var privileged = []string{"*_register", "*_assign", "*_apply", "*import*", "*_au
 	"*schedule*_add", "*schedule*_remove", "*schedule*_create", "*schedule*_delete", "*schedule*_update"}
 
 // deployTime are name shapes of deploy-time CLI commands that read the home and must never be
-// a tool: `agora capability suggest` proposes grants from what dispatches did (#30).
+// a tool: `agora capability suggest` proposes grants from what dispatches did.
 var deployTime = []string{"*suggest*", "*grant*", "*capabilit*_write*"}
 
 // TestPrivilegeBoundary lists the tools of the real binary through the official SDK client,

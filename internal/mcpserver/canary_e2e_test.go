@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestCanary_AgentControlledStrings is finding 2 of issue #11: an agent that writes the
+// TestCanary_AgentControlledStrings: an agent that writes the
 // secret into every string it controls (an output's name, a file name in the patch, the
 // question, its options and partial state, stderr, a field name that a failure detail
 // quotes) must not get it stored or shown anywhere: CLI describe (text and JSON), MCP

@@ -16,7 +16,7 @@ import (
 var catalogHostOnly = []string{"size", "registered_by", "file_count", "grants", "model", "budget", "bindings", "allowed_credential_patterns"}
 
 // TestSameObject_CatalogCLIAndMCP lists capabilities, subagents and env bundles through
-// `agora KIND list -o json` and the agora_*_list tools of the real binary (#29 finding 7, the
+// `agora KIND list -o json` and the agora_*_list tools of the real binary (the
 // catalog part): the same wrapper ({capabilities}, {subagents}, {envs}), every member MCP
 // shows with the CLI's name and value, a subagent's capabilities as [{name, digest}] on both
 // sides, and on the CLI nothing more than the host-only members. `agora workspace list -o json`

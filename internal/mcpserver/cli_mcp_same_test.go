@@ -50,7 +50,7 @@ func lastLine(out string) []byte {
 }
 
 // TestSameObject_CLIJSONEqualsMCP reads the same objects through `agora ... -o json` and
-// through the MCP tools of the real binary, and requires the same JSON (#29 finding 7): a
+// through the MCP tools of the real binary, and requires the same JSON: a
 // submit's answer whole; a run (waiting on a question, its options filled in) as status
 // shows it and as watch ends; the schedules and one schedule. Failed before: submit came
 // back as {"run":{"run":...}} over MCP, and status and watch on the CLI had no options.
@@ -162,8 +162,8 @@ func sameWhereShown(path string, cli, mcp any) []string {
 
 // TestSameObject_DispatchCLIAndMCP describes the same dispatches (one that finished with a
 // patch and an output, one that asks a question) through `agora dispatch describe -o json` and
-// agora_dispatch_describe: every field MCP shows has the CLI's name and value (#29 finding 7;
-// failed before: subagent NAME@sha256 vs subagent + subagent_digest, envs strings vs objects,
+// agora_dispatch_describe: every field MCP shows has the CLI's name and value (it catches
+// subagent NAME@sha256 vs subagent + subagent_digest, envs strings vs objects,
 // timeout_seconds vs timeout "30m0s", patch and needs_input vs result.*, done missing).
 func TestSameObject_DispatchCLIAndMCP(t *testing.T) {
 	requireSandbox(t)

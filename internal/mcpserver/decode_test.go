@@ -130,7 +130,7 @@ func FuzzToolArguments(f *testing.F) {
 		`{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}`, `{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","wait_seconds":300}`, `{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","wait_seconds":301}`, `{"plan":{"tasks":[]}}`, `{"run_id":"r-1","timeout_seconds":1}`,
 		`{"subagent":"w","Subagent":"x"}`, `{"subagent":"w\u0000"}`, `{"subagent":"w","target":"` + strings.Repeat("a", 65) + `"}`, `{"subagent":"0","target":""}`,
 		`{"resume":{"dispatch":"01ARZ3NDEKTSV4RRFFQ69G5FAV","answer":"x","extra":1}}`, `{"resume":{"dispatch":"01ARZ3NDEKTSV4RRFFQ69G5FAV","Answer":"x"}}`,
-		`{"resume":{"dispatch":"01ARZ3NDEKTSV4RRFFQ69G5FAV","answer":"x"},"subagent":""}`, // red team 47M
+		`{"resume":{"dispatch":"01ARZ3NDEKTSV4RRFFQ69G5FAV","answer":"x"},"subagent":""}`, // a null subagent beside the resume
 	}
 	for i, s := range seeds {
 		for tl := range len(tools()) {

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestDescribeWait_OverStdioAndHTTP is #29 finding 2 with the real binary: a lead follows one
+// TestDescribeWait_OverStdioAndHTTP, with the real binary: a lead follows one
 // dispatch past a single call's wait with agora_dispatch_describe and wait_seconds, over stdio
 // and over HTTP, several callers at once on each. Each call returns when the dispatch moves
 // (well before its wait), with progress notifications while it waits, until it ends; a describe

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// TestDescribeWait_ManyWaitersShareOnePoll is #29 finding 2 against the server alone: many
+// TestDescribeWait_ManyWaitersShareOnePoll, against the server alone: many
 // callers of agora_dispatch_describe with wait_seconds on one running dispatch block until it
 // changes state, then all get the new state, well before their wait ends; while they wait the
 // dispatch's record is read by one shared poll, not once per waiter per interval. A dispatch

@@ -24,7 +24,7 @@
 // image, secret reference, callback URL, capability override, sandbox setting or repository.
 // Tool errors are one sentence with no stack, host path or token. Tokens are compared in constant
 // time and never logged, echoed or forwarded. Over HTTP a token that is no static client's may
-// be an OpenID Connect provider's (HTTPConfig.OIDC, oidc.go, #31): internal/oidcauth validates
+// be an OpenID Connect provider's (HTTPConfig.OIDC, oidc.go): internal/oidcauth validates
 // it, its rules give the ceiling, and the caller is named oidc:ISSUER#sub. Nothing but MCP
 // frames is written to the stdio transport's output.
 //

@@ -140,7 +140,7 @@ func TestDispatchOverStdio(t *testing.T) {
 }
 
 // actorOf is the name the stdio server records the test client by: the name it gave in
-// initialize and the OS user running the server (#29 finding 5: before, the bare OS user).
+// initialize and the OS user running the server (before, the bare OS user).
 func actorOf(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("id", "-un").Output()

@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// TestEndSignal_AnswersAtTheEndNotAtAPoll (#28: an MCP agora_dispatch of a no-op answered at
+// TestEndSignal_AnswersAtTheEndNotAtAPoll (an MCP agora_dispatch of a no-op answered at
 // the first 50 ms poll after its end): with the polls held off for an hour, agora_dispatch
 // still answers with the finished record as soon as the dispatcher's end signal closes; a
 // signal of another dispatch, or none, leaves the call to its wait (the control: the record

@@ -156,7 +156,7 @@ func (s *Server) poll(id string, f *feed, stop <-chan struct{}) {
 	for {
 		if signal != nil && ended == nil && !woken {
 			// Asked again each round until there is one: a waiter may join before the
-			// dispatcher has the signal of a dispatch it is starting (red team 46).
+			// dispatcher has the signal of a dispatch it is starting.
 			ended = signal.Ended(id)
 		}
 		timer := time.NewTimer(interval)

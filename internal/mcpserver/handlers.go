@@ -185,7 +185,7 @@ func (s *Server) orchestratorStatus(ctx context.Context, _ Principal, a runArgs)
 // host paths masked as a dispatch's are, and each task that waits for an answer given the
 // options its dispatch offered, as `agora orch status` shows them (the service keeps the
 // question; the dispatch record has both; a dispatch it cannot get is left out). Status and
-// watch both answer so (#29 finding 7: watch left the options out). A run it cannot read
+// watch both answer so (watch left the options out). A run it cannot read
 // becomes one with only its state "unknown" rather than passing on unmasked.
 func (s *Server) publicRun(ctx context.Context, run json.RawMessage) api.Run {
 	var r api.Run

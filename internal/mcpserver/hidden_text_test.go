@@ -50,8 +50,8 @@ func (o *hostileOrchestrator) Schedule(context.Context, string) (json.RawMessage
 	return json.RawMessage(`{"name":"nightly","spec":"0 2 * * *","last_error":` + string(h) + `}`), nil
 }
 
-// TestHiddenText_EscapedOverMCP: red team 36's finding on the MCP server. Its scrub made
-// text one line and masked paths and tokens, and left every bidirectional, invisible and
+// TestHiddenText_EscapedOverMCP: a scrub that makes text one line and masks paths and
+// tokens is not enough; it must not leave any bidirectional, invisible and
 // control character that is not whitespace as it was, in error text and in an approval's and a
 // question's text; the other fields an agent or its sandbox writes (logs' tails, final.md and
 // the patch inline, outputs' names, a verdict's output, a reviewer's reasons, the hosts its

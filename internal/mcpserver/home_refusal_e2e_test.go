@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestStdio_MissingHomeIsShownToTheClient (#29 finding 8): a client configured with a wrong
+// TestStdio_MissingHomeIsShownToTheClient: a client configured with a wrong
 // AGORA_HOME used to see only "Connection closed", the hint going to stderr where Claude Code
 // and the Inspector keep it out of sight. The server now starts, says what is wrong in its
 // instructions, lists the tools of its ceiling and answers every call with the error and the

@@ -18,8 +18,8 @@ import (
 // TestOrchestratorStatusHidesHostPathsInFreeText: a workspace run whose task fails to fetch
 // its commit from the workspace's repository has a failure detail naming that host path;
 // agora_orchestrator_status and _watch over MCP show the failure without the path, in any
-// field. Finding 8 of #26 (the detail "repository /tmp/.../private-repo is not a
-// directory" reached MCP clients, although the run's repo field was cleared).
+// field (the detail "repository /tmp/.../private-repo is not a directory" must not reach
+// MCP clients when the run's repo field is cleared).
 //
 // The repository is broken so that accept, which names no path, passes and the fetch at
 // staging fails: a blob of the commit is gone. (Moving the repository away while a task

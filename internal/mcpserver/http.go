@@ -45,7 +45,7 @@ type HTTPConfig struct {
 	// bound address itself: the names clients use to reach a non-loopback bind.
 	AllowHosts []string
 	Limits     Limits
-	// OIDC, when set, also accepts bearer tokens from an OpenID Connect provider (#31);
+	// OIDC, when set, also accepts bearer tokens from an OpenID Connect provider;
 	// Clients may then be empty.
 	OIDC *oidcauth.Verifier
 	// Resource is the MCP endpoint's public URL (https://agora.example/mcp), named in the
@@ -197,8 +197,8 @@ func (p progressSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !json.Valid(body) {
 		// One POST is one JSON-RPC message. The SDK decodes the first JSON value and ignores
 		// what follows, so a body holding a second message, or garbage, after it was acted on
-		// in part, and the split (which decodes the whole) could not see its progress token
-		// (red team #28). Refused whole, as JSON-RPC's parse error.
+		// in part, and the split (which decodes the whole) could not see its progress token.
+		// Refused whole, as JSON-RPC's parse error.
 		writeRPCError(w, http.StatusBadRequest, codeParseError, notOneJSONValue)
 		return
 	}

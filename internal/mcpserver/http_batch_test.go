@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// Finding 9 of issue #11: one POST holding a JSON-RPC array ran every call in it, so the
+// One POST holding a JSON-RPC array ran every call in it, so the
 // per-client rate limit and in-flight cap, which count HTTP requests, let one request start 30
 // sandboxes. These tests send the attack to the real HTTP server.
 

@@ -30,7 +30,7 @@ type httpGuard struct {
 	limiters map[string]*rate.Limiter
 	inflight map[string]chan struct{}
 	log      *slog.Logger
-	// oidc, when set, verifies tokens that are no static client's (#31); resource is the
+	// oidc, when set, verifies tokens that are no static client's; resource is the
 	// MCP endpoint's public URL and dyn the limits of its principals.
 	oidc     *oidcauth.Verifier
 	resource string
@@ -78,7 +78,7 @@ func (g *httpGuard) wrap(next http.Handler) http.Handler {
 		prm = g.metadataHandler()
 		// A configured resource behind a proxy (https://host/team/mcp) names its metadata at
 		// /.well-known/oauth-protected-resource/team/mcp: serve it there too, or the 401's
-		// resource_metadata points at nothing (red team #31).
+		// resource_metadata points at nothing.
 		if u, err := url.Parse(metadataURL(g.resource)); err == nil && u.Path != "" {
 			metaPath = u.Path
 		}

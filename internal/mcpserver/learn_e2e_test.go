@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestLearn_MCPCannotLearn (#30): learn is a person's decision. Over stdio and over HTTP, with
+// TestLearn_MCPCannotLearn: learn is a person's decision. Over stdio and over HTTP, with
 // the official SDK client at the dispatch ceiling, agora_dispatch with a learn argument is
 // refused (no such input), and a dispatch to a target a person put in mode: learn is refused
 // saying why; rogue (a command no grant allows, which a learn dispatch would run) never

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestLearn_MarkedOverMCP (#30: "the dispatch is marked learn everywhere it is shown"): a
+// TestLearn_MarkedOverMCP ("the dispatch is marked learn everywhere it is shown"): a
 // learn dispatch a person started on the CLI reads learn: true over MCP (the official SDK
 // client over stdio) from agora_dispatch_describe and from agora_dispatch_cancel, which
 // answers an ended dispatch with its record; a plain dispatch of the same subagent carries no

@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// TestLearn_MCPPlanWithLearnRefusedAndAudited (#30 learn2): a plan task's learn is a person's
+// TestLearn_MCPPlanWithLearnRefusedAndAudited: a plan task's learn is a person's
 // key. agora_orchestrator_submit with a plan whose task has learn (true or false, escaped,
 // among other tasks, twice) is refused saying why, the orchestrator never sees it, and the
 // call is audited as denied (mcp.tool.denied), never as a call that ran; a plan that cannot

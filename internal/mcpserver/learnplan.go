@@ -51,8 +51,8 @@ func learnInPlan(raw json.RawMessage) error {
 // LearnGate is what a [Dispatcher] may also do: tell, before the call is admitted, that
 // agora_dispatch would start a learn dispatch, which an MCP client may not (docs/learn.md).
 // The guard then audits the call as denied (mcp.tool.denied) before anything happens;
-// without it the dispatcher's own refusal followed an entry saying the call was allowed
-// (red team 31). Errors are the refusal's text.
+// without it the dispatcher's own refusal followed an entry saying the call was allowed.
+// Errors are the refusal's text.
 type LearnGate interface {
 	// LearnTarget refuses a dispatch to target ("" is the default) in mode: learn.
 	LearnTarget(target string) error

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// FuzzLearnInPlan (#30 learn2): the MCP server's check of a submitted plan for learn never
+// FuzzLearnInPlan: the MCP server's check of a submitted plan for learn never
 // panics, and never lets through a plan one of whose tasks has a learn key as a
 // case-sensitive JSON reader (encoding/json into a map, as the service's decoder keys are
 // exact) sees it; a denial always names such a task.

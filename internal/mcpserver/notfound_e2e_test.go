@@ -24,7 +24,7 @@ func cliError(t *testing.T, home string, args ...string) (string, int) {
 	return strings.TrimPrefix(first, "agora: error: "), ee.ExitCode()
 }
 
-// TestNotFound_OneWording (#29 finding 6): a name that names nothing reads the same over MCP as
+// TestNotFound_OneWording: a name that names nothing reads the same over MCP as
 // on the CLI, `KIND "ID" not found` (the CLI exits 6 with it): an unknown dispatch id to
 // describe, an unknown subagent to dispatch, an unknown run and schedule to read.
 func TestNotFound_OneWording(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // instructions is what the server tells a client at initialize. Workspaces are in it because
 // an agent reaches code only through one: a lead that leaves the workspace out dispatches an
 // agent into an empty directory, where the first file it opens is missing (a Python agent's
-// bare FileNotFoundError, #29 finding 8).
+// bare FileNotFoundError).
 const instructions = "agora dispatches sandboxed sub-agents from a catalog that people provision. " +
 	"List what exists with agora_subagents_list and agora_envs_list, then run one with agora_dispatch. " +
 	"An agent works on code only through a workspace: a git repository a person registered on the host " +

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestNoWorkspace_Explained (#29 finding 8): the server's instructions say what a workspace
+// TestNoWorkspace_Explained: the server's instructions say what a workspace
 // is and how to pass one, and an agent that fails because it started in an empty directory
 // (no workspace given: the file it opens is not there, a bare FileNotFoundError for a Python
 // agent) is answered with a note that says so and names the registered workspaces; the same

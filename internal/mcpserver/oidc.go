@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/oidcauth"
 )
 
-// Operators from an OpenID Connect provider (#31), per the MCP authorization specification:
+// Operators from an OpenID Connect provider, per the MCP authorization specification:
 // the protected resource metadata document (RFC 9728) names the provider, a request without a
 // valid token is answered 401 with WWW-Authenticate naming that document, and a valid token
 // whose claims earn no ceiling 403 (insufficient_scope). A static token is tried first; both

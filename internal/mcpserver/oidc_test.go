@@ -61,7 +61,7 @@ func sdkOIDCSession(t *testing.T, url, id, secret string) *mcp.ClientSession {
 	return cs
 }
 
-// TestHTTP_OIDC is #31 on MCP HTTP against the real provider: the SDK client signs in by
+// TestHTTP_OIDC, on MCP HTTP against the real provider: the SDK client signs in by
 // itself, its ceiling comes from the rules, the audit names the token's subject, a token
 // matching no rule is refused 403, a static token keeps working beside it.
 func TestHTTP_OIDC(t *testing.T) {

@@ -45,7 +45,7 @@ func TestOrchestratorOverStdio(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	// The answer is `agora orch submit -o json`'s: {run, created, message} (#29 finding 7: it
+	// The answer is `agora orch submit -o json`'s: {run, created, message} (it
 	// was nested one level deeper, {"run":{"run":...}}).
 	var sub api.SubmitResponse
 	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)

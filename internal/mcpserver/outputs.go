@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
-// What each tool answers, as one Go type per object (#29 finding 7). The orchestrator's are
+// What each tool answers, as one Go type per object. The orchestrator's are
 // the service's own wire types (internal/orch/api), which `agora orch ... -o json` prints too:
 //
 //	agora_orchestrator_submit          api.SubmitResponse   = agora orch submit -o json

@@ -112,7 +112,7 @@ func (c *schemaChecker) mustReject(name string, res *mcp.CallToolResult) {
 
 // TestOutputSchema_EveryToolOverStdioAndHTTP calls every tool of the real binary, over stdio and
 // over HTTP, on success and error paths, and validates each structured answer against the
-// outputSchema the tool declares (#29 finding 7; failed before: no tool declared one).
+// outputSchema the tool declares (failed before: no tool declared one).
 func TestOutputSchema_EveryToolOverStdioAndHTTP(t *testing.T) {
 	requireSandbox(t)
 	home := newHome(t)

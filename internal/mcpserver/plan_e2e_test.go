@@ -87,7 +87,7 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 			map[string]any{"id": "again", "subagent": "writer", "env": []string{"demo"}, "depends_on": []string{"write"},
 				"needs": map[string]any{"prev": map[string]any{"from": "write", "select": "patch"}}, "locks": []any{map[string]any{"name": "tree", "mode": "shared"}}},
 		}}
-	var sub api.SubmitResponse // = agora orch submit -o json (#29 finding 7)
+	var sub api.SubmitResponse // = agora orch submit -o json
 	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
 	run := sub.Run
 	if !sub.Created || !strings.HasPrefix(run.Workspace, "app@sha256:") || run.Revision != commits["release/1"] || run.Repo != "" {
@@ -131,7 +131,7 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 		}
 	}
 	// A plan sent as JSON over MCP has no file and no lines of its own: no made-up
-	// "plan.json:1:" position, each problem is placed by its path only (#29 finding 8).
+	// "plan.json:1:" position, each problem is placed by its path only.
 	if strings.Contains(got, "plan.json") || regexp.MustCompile(`:[0-9]+:`).MatchString(got) || !strings.Contains(got, "plan: tasks[2].timeout: ") {
 		t.Errorf("a bad plan's answer has a made-up position, want each problem as %q:\n%s", "plan: tasks[2].timeout: ...", got)
 	}

@@ -62,7 +62,7 @@ type Dispatcher interface {
 
 // EndSignal is what a [Dispatcher] may also do: hand out, for a dispatch it started, a
 // channel closed when its supervisor says the end is committed (or exits). The shared poll of
-// a waited-on dispatch reads the record at once then instead of at its next interval (#28: a
+// a waited-on dispatch reads the record at once then instead of at its next interval (a
 // no-op's agora_dispatch answered at the first 50 ms poll after its end). nil for a dispatch
 // it knows nothing of; the poll goes on either way, so a signal never replaces the reads.
 type EndSignal interface {
@@ -121,7 +121,7 @@ type Record struct {
 	Detail   string `json:"detail,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	// Subagent is the subagent's name and SubagentDigest its version, apart, as `agora dispatch
-	// describe -o json` shows them (#29 finding 7: was NAME@sha256:HEX in one string); Envs
+	// describe -o json` shows them (was NAME@sha256:HEX in one string); Envs
 	// likewise each {name, digest}.
 	Subagent       string   `json:"subagent"`
 	SubagentDigest string   `json:"subagent_digest"`

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// TestPurgedRun_SaysSoOverCLIAndMCP (#31 retention.runs): with serve running, `agora gc`
+// TestPurgedRun_SaysSoOverCLIAndMCP: with serve running, `agora gc`
 // purges a sealed run that ended 200 days ago; then `agora orch status` (answered by serve's
 // engine) and the MCP status tool both say it was purged by retention, by whom and why, in
 // the one not-found wording (the CLI exits 6).

@@ -105,7 +105,7 @@ func mcpArgs(t *testing.T, line, token string) (env, args []string) {
 // TestREADME_MCPLinesAsWritten runs every `agora mcp` line of README.md as written (its
 // environment and arguments; AGORA_HOME is the test's home, a port is the free one) through
 // the SDK client, and holds the README to what it promises: the number of tools, submit when
-// it says a lead writes plans, and each row of its ceiling table (#29 finding 5).
+// it says a lead writes plans, and each row of its ceiling table.
 func TestREADME_MCPLinesAsWritten(t *testing.T) {
 	r := readREADME(t)
 	home := newHome(t)

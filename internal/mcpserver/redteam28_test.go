@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// Red team #28 (7a83714): the progress split now skips decoding a body that holds neither
+// The progress split now skips decoding a body that holds neither
 // "progressToken" nor a \u escape. These send hostile bodies to the real HTTP server.
 
 // watchCall is a tools/call of agora_orchestrator_watch with meta spliced into its params.

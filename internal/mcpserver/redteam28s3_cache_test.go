@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// TestRedTeam28S3_CachedDescribeKeepsEveryCheck attacks the MCP hot path's cache (#28: a
+// TestRedTeam28S3_CachedDescribeKeepsEveryCheck attacks the MCP hot path's cache (a
 // terminal dispatch's describe answer is encoded once and served from memory): every call
 // that takes it must still pass each check the first one did. Over real HTTP, a finished
 // dispatch is described three times (the second and third from the cache): each is read

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam29_DescribeWaitArgumentsExact (#29 red team, surface 2): wait_seconds is read
+// TestRedTeam29_DescribeWaitArgumentsExact: wait_seconds is read
 // exactly: a second wait_seconds (spelled plainly or with an escape), another case, a
 // fraction, a string, an exponent past int64, a negative or a number past 300 is refused
 // naming it, never read as some other wait.

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestRedTeam29_StdioAnyWrongHomeIsShown (#29 red team, surfaces 4 and 5; #29 finding 8): a
+// TestRedTeam29_StdioAnyWrongHomeIsShown (surfaces 4 and 5): a
 // home that exists but cannot be served is as wrong as a missing one, and a client must see
 // why, not "Connection closed": AGORA_HOME naming a regular file, a path through a file, and
 // an initialised home whose agora.yaml does not load. The server starts, its instructions and

@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
-// TestRedTeam29_StdioNameIsFixedAtInitialize (#29 red team, surface 5): the name a stdio
+// TestRedTeam29_StdioNameIsFixedAtInitialize: the name a stdio
 // client is recorded under is the one it gave in its initialize, read once, flattened, and
 // never changed by the client later: a tools/call before initialize is refused and recorded
 // as nothing; a name with a NUL, '@' and a second, differently cased "Name" key is recorded

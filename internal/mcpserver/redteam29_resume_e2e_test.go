@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestRedTeam29_ResumeFromThreeDoorsWithACancel (#29 red team, surface 1): one question,
+// TestRedTeam29_ResumeFromThreeDoorsWithACancel: one question,
 // answered at once through three doors (an SDK client over stdio, another over HTTP, each
 // its own server process, and the CLI), while a fourth client cancels the dispatch that asks.
 // Round after round: exactly one child; the one answer that won names it, the two others are

@@ -97,7 +97,7 @@ func checkAnswer[O any](t *testing.T) {
 	}
 }
 
-// TestRedTeam29_EveryAnswerFitsItsSchema (#29 red team, surface 5): the end-to-end test
+// TestRedTeam29_EveryAnswerFitsItsSchema: the end-to-end test
 // validates the answers a real run happens to give; this validates every answer type with
 // each field it can carry set at once (a fan-out's added task, a review's verdict, a budget,
 // awaiting approvals, outputs, events), and with none set, against the outputSchema its tool

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// TestRedTeam29_HTTPWaiterLeavesWithItsConnection (#29 red team, surface 2): a client that
+// TestRedTeam29_HTTPWaiterLeavesWithItsConnection: a client that
 // asks agora_dispatch_describe to wait and then drops the connection (no cancel
 // notification: the TCP connection just closes) must take its wait with it. Otherwise a
 // client bounded to MaxInFlight concurrent requests could leave any number of waits behind
@@ -83,7 +83,7 @@ func rt29call(t *testing.T, addr, token string, ctx context.Context, wait int) (
 	return resp.StatusCode, nil
 }
 
-// TestRedTeam29_RunQuestionNoteQuotesTheTask (#29 red team, surface 3): describe's note on a
+// TestRedTeam29_RunQuestionNoteQuotesTheTask: describe's note on a
 // run's attempt that asks a question names the answer command with a fan-out item's task id
 // quoted for a shell.
 func TestRedTeam29_RunQuestionNoteQuotesTheTask(t *testing.T) {
@@ -101,7 +101,7 @@ func TestRedTeam29_RunQuestionNoteQuotesTheTask(t *testing.T) {
 	}
 }
 
-// TestRedTeam29_ProgressTokenSpelledTwice (#29 red team, surface 2): the HTTP split decides
+// TestRedTeam29_ProgressTokenSpelledTwice: the HTTP split decides
 // from the body whether a call carries a progress token (an event stream) or not (one JSON
 // response), and the SDK decides again when it sends progress. Spellings on which the two
 // could disagree (a second, differently cased key; an upper-case _META; a duplicate that
@@ -144,7 +144,7 @@ func TestRedTeam29_ProgressTokenSpelledTwice(t *testing.T) {
 	}
 }
 
-// TestRedTeam29_SDKClientCancelFreesItsRequest (#29 red team, surface 2): the official SDK
+// TestRedTeam29_SDKClientCancelFreesItsRequest: the official SDK
 // client over HTTP cancels a call by ending its request (its notifications/cancelled goes in a
 // POST of its own, which a stateless server cannot match to the call). A lead that gives up
 // on a describe wait must get its request back at once: with one request in flight allowed,

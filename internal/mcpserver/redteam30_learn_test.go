@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam30_LearnNeverAnArgument (#30 red team b): learn is a person's CLI decision, so
+// TestRedTeam30_LearnNeverAnArgument: learn is a person's CLI decision, so
 // agora_dispatch has no learn input in any spelling: a learn key in another case, escaped,
 // given twice, as a string, inside resume, or as a mode, is refused as an unknown argument
 // before anything is dispatched. (The dispatcher port also sets NoLearn on every MCP dispatch

@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestRedTeam31_LearnTargetRefusalAudited (red team 31, learn): an MCP client's
+// TestRedTeam31_LearnTargetRefusalAudited (learn): an MCP client's
 // agora_dispatch to a target a person put in mode: learn is refused (TestLearn_MCPCannotLearn),
 // and the refusal must be on record as one: the audit log holds the call as denied, never as
 // a call the server allowed. Found: the only entry is mcp.tool.call with decision allowed,

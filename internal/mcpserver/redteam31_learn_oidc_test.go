@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/oidcauth/oidctest"
 )
 
-// TestRedTeam31_LearnPlanOverOIDCHTTP (red team 31, learn): an orchestrator signed in over MCP
+// TestRedTeam31_LearnPlanOverOIDCHTTP (learn): an orchestrator signed in over MCP
 // HTTP with an OpenID Connect token (the official SDK client, the real provider) is an MCP
 // client like any other: a plan with learn (plain, escaped key, on the second task) is
 // refused before the orchestrator sees it and audited as denied under the token's subject;

@@ -33,7 +33,7 @@ func (g *gateDispatcher) LearnParent(_ context.Context, id string) error {
 	return nil
 }
 
-// TestRedTeam31_LearnGateAuditsDenied (red team 31, learn): agora_dispatch to a learn target,
+// TestRedTeam31_LearnGateAuditsDenied (learn): agora_dispatch to a learn target,
 // or answering a learn dispatch's question, is refused before the dispatcher runs, audited as
 // one mcp.tool.denied with decision denied (never allowed); another target and another
 // dispatch's answer reach the dispatcher as before.

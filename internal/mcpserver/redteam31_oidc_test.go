@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/oidcauth/oidctest"
 )
 
-// TestRedTeam31_HTTPOIDCChallengeAndSubject (red team #31), on MCP HTTP against the real
+// TestRedTeam31_HTTPOIDCChallengeAndSubject, on MCP HTTP against the real
 // provider, with a static token beside and a public resource URL configured:
 //   - the 401's WWW-Authenticate and the protected resource metadata name the configured
 //     resource and the provider, and carry no static token nor client secret;

@@ -11,8 +11,8 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// TestRedTeam37_PatchInlineSaysWhenNotExact: session 37 escapes every hidden character in
-// every string of a tool answer (8721003), the patch and final.md inline included. A patch
+// TestRedTeam37_PatchInlineSaysWhenNotExact: agora escapes every hidden character in
+// every string of a tool answer, the patch and final.md inline included. A patch
 // is machine content: a lead applies it, and the answer names its digest. A patch of a CRLF
 // file (CR is hidden), an emoji's zero-width joiner or a file's BOM came back with \x0d,
 // \u200d, \ufeff in place of the bytes, under the digest of the bytes, and nothing told the

@@ -9,8 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// TestRedTeam37_ToolsListEscapesCatalogText: red team 37 of 8721003, which escapes every tool
-// answer and tool error. tools/list is neither: agora_dispatch's workspace argument is
+// TestRedTeam37_ToolsListEscapesCatalogText: agora escapes every tool answer and tool error. tools/list is neither: agora_dispatch's workspace argument is
 // described from the catalog (each workspace's revisions and description, as registered), so
 // a description holding a right-to-left override, a zero-width space or an ANSI sequence
 // reached the lead's tool list as it was. It now shows escaped, as every answer does; the

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// Red team 46: the end signal of f90be98 (mcpserver.EndSignal: the shared poll reads a
+// The end signal of f90be98 (mcpserver.EndSignal: the shared poll reads a
 // waited-on dispatch's record the moment its supervisor says the end is committed). A signal
 // only ever causes a read; what a waiter is told is what that read returned.
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam47M_DecoderNeverWiderThanSchema (red team 47M): with the SDK server holding only
+// TestRedTeam47M_DecoderNeverWiderThanSchema: with the SDK server holding only
 // the bare schema, the decoder is the one check. For every tool, every argument is given
 // each of a set of awkward values ("", zero, bounds and one past, wrong types, empty and
 // nested containers) beside each valid base call of the tool (resume's included), and

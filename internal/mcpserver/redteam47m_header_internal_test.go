@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestRedTeam47M_HeaderMentionKeepsAgoraTheJudge (red team 47M): a schema that mentions
+// TestRedTeam47M_HeaderMentionKeepsAgoraTheJudge: a schema that mentions
 // x-mcp-header keeps its whole schema on the SDK server, whether the mention is a real
 // annotation or only words in a description. Either way, over HTTP with the SDK's newest
 // protocol (the one that checks Mcp-Param headers), the SDK still checks no argument against

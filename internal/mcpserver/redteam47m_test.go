@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
-// Red team of issue #47 (h/mcp): the SDK server holds every tool with the bare schema
+// The SDK server holds every tool with the bare schema
 // {"type":"object"}; tools/list publishes the whole one and agora's decodeArgs checks the
 // arguments. These tests send, through the SDK client over real HTTP (the newest protocol)
 // and stdio, arguments each tool's published schema refuses, and require every one refused
@@ -585,7 +585,7 @@ func jsonEqual(a, b []byte) bool {
 
 // TestRedTeam47M_NullArgumentsReadAsAbsent pins a deliberate leniency: "arguments": null,
 // which the published object schema does not describe, is read as no arguments at all (as
-// decodeArgs documents and FuzzToolArguments assumes), exactly as before #47: a tool that
+// decodeArgs documents and FuzzToolArguments assumes): a tool that
 // takes none runs, one that needs an argument is refused as invalid.
 func TestRedTeam47M_NullArgumentsReadAsAbsent(t *testing.T) {
 	p := newRT47Ports()
@@ -606,8 +606,8 @@ func TestRedTeam47M_NullArgumentsReadAsAbsent(t *testing.T) {
 	}
 }
 
-// TestRedTeam47M_WorkspaceEnumIsTheDispatchersToJudge pins a gap the published schema has, as
-// it had before #47: with workspaces registered, tools/list gives agora_dispatch's workspace
+// TestRedTeam47M_WorkspaceEnumIsTheDispatchersToJudge pins a gap the published schema has:
+// with workspaces registered, tools/list gives agora_dispatch's workspace
 // an enum of their bare names, which refuses a workspace not listed and every pinned
 // NAME@sha256:HEX the description offers. agora's decoder checks the reference's form only;
 // such a call is audited allowed and reaches the dispatcher with exactly the reference given,

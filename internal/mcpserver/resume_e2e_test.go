@@ -150,7 +150,7 @@ func tokensFile(t *testing.T, clients map[string][2]string) string {
 	return path
 }
 
-// TestResume_OnlyWhatTheClientCouldDispatch is #26 finding 7: a dispatch-ceiling client,
+// TestResume_OnlyWhatTheClientCouldDispatch: a dispatch-ceiling client,
 // over stdio and over HTTP, may answer a dispatch it could have started itself (one on a
 // workspace, or on none), and nothing else: not a person's `dispatch run --repo` dispatch,
 // not the attempt of an `orch submit --repo` run, not the attempt of a workspace run (runs are
@@ -279,7 +279,7 @@ func TestResume_OnlyWhatTheClientCouldDispatch(t *testing.T) {
 	}
 }
 
-// TestResume_AnsweredOnce is #26 finding 7's second half: one question answered at the same
+// TestResume_AnsweredOnce: one question answered at the same
 // time by two MCP clients (stdio and HTTP) and from the CLI starts exactly one child; the
 // parent leaves needs_input and names it; the other two answers are refused naming the first
 // (who, when, which child); the audit log holds one answer and two refusals.

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestResume_TwoProcessesOneChild is #29 finding 3 from the host's side: two `agora dispatch
+// TestResume_TwoProcessesOneChild, from the host's side: two `agora dispatch
 // resume` processes answering one question at once, round after round, start exactly one
 // child; the winner exits 0, the loser exits 2 naming the first answer's child; the parent is
 // answered naming it (describe as text and -o json, and over MCP); the lists of what waits for

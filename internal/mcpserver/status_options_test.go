@@ -60,7 +60,7 @@ func (pathOrch) Watch(ctx context.Context, id string, _ time.Duration) (json.Raw
 }
 
 // agora_orchestrator_status and _watch mask host paths in a task's detail and question, as
-// describe does in a dispatch's (#26 finding 7's check of what MCP shows).
+// describe does in a dispatch's.
 func TestOrchestratorStatus_HostPathsMasked(t *testing.T) {
 	f := newFixture()
 	f.orch = &pathOrch{}

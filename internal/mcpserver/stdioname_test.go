@@ -14,7 +14,7 @@ import (
 // TestStdio_ActorIsClientAtUser connects clients that name themselves in initialize to the
 // real binary over stdio and reads the audit log: each call is recorded as CLIENT@USER, a
 // name that tries to pass for another user or carries control bytes is flattened, none at
-// all is unnamed-client, and --actor replaces the whole name (#29 finding 5; failed before:
+// all is unnamed-client, and --actor replaces the whole name (failed before:
 // every stdio client was recorded as the bare OS user, "root").
 func TestStdio_ActorIsClientAtUser(t *testing.T) {
 	out, err := exec.Command("id", "-un").Output()

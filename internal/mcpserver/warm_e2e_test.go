@@ -15,7 +15,7 @@ import (
 )
 
 // TestDispatchOverStdio_WarmStandby: `agora mcp serve` holds a warm target's slots as standby
-// supervisors (#30) as orch serve does: after the target's first (cold) dispatch, the next one
+// supervisors as orch serve does: after the target's first (cold) dispatch, the next one
 // runs in a standby's ready slot (its provider task id is that slot's sandbox).
 func TestDispatchOverStdio_WarmStandby(t *testing.T) {
 	requireSandbox(t)

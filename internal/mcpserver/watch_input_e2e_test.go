@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// TestWatch_NeedsInputAnswersAtOnce is #29 finding 1: agora_orchestrator_watch on a run that
+// TestWatch_NeedsInputAnswersAtOnce: agora_orchestrator_watch on a run that
 // waits for a person (needs_input) returns at once, over stdio and over HTTP, with the run's
 // state and a next that names the exact `agora orch answer RUN TASK` a person must run; status
 // over MCP and `agora orch status` (text and -o json) say the same. Before the fix a watch of
@@ -30,7 +30,7 @@ func TestWatch_NeedsInputAnswersAtOnce(t *testing.T) {
 	httpCS := httpSession(t, srv.url, token)
 
 	plan := map[string]any{"version": 1, "name": "asks", "tasks": []any{map[string]any{"id": "pick", "subagent": "chooser"}}}
-	var sub api.SubmitResponse // = agora orch submit -o json (#29 finding 7)
+	var sub api.SubmitResponse // = agora orch submit -o json
 	decode(t, call(t, stdio, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)
 	id := sub.Run.ID
 	var st struct {

@@ -86,8 +86,8 @@ func describeWorkspaces(vs []catalog.Version) (string, any) {
 		}
 		b.WriteString(";")
 	}
-	// What people registered shows as every answer does: hidden characters escaped (red team
-	// 37: tools/list is not an answer, and passed a description's U+202E as it was).
+	// What people registered shows as every answer does: hidden characters escaped
+	// (tools/list is not an answer, and would pass a description's U+202E as it is).
 	return agenttext.Escape(strings.TrimSuffix(b.String(), ";")) + ".", names
 }
 

@@ -142,7 +142,7 @@ func TestApproval_ChargedToAuditBudget(t *testing.T) {
 	}
 }
 
-// TestApproval_ForgedFromSandbox is issue #26 finding 6: anything in the sandbox can POST
+// TestApproval_ForgedFromSandbox: anything in the sandbox can POST
 // /approval. A tool no approve rule of the grant holds is refused (403, its own denied
 // entry) and never reaches the approver, so no person is asked to decide it; a covered call
 // is held under the rule the gateway computed from the grant, whatever rule text came with

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
-// A sandbox must not be able to turn the audit log into a weapon (issue #11, finding 8): 32
+// A sandbox must not be able to turn the audit log into a weapon: 32
 // threads once wrote 49,000 entries in 20 s by asking for routes that do not exist. Two
 // things bound what the gateway writes. Refusals the sandbox can provoke at will are counted
 // (tally) and written once per interval and reason, never once per request. And every entry

@@ -147,7 +147,7 @@ func TestGateway_AuditBudgetConcurrent(t *testing.T) {
 
 // TestGateway_RefusalInterval: counted refusals are written every interval without waiting
 // for Close, one entry per route and reason, and each interval starts a new count. The three
-// refusals of one route may straddle an interval at load (CI of session 34: counts 2 and 1),
+// refusals of one route may straddle an interval at load (counts 2 and 1),
 // so their entries are summed: each interval's count is written once, never again.
 func TestGateway_RefusalInterval(t *testing.T) {
 	h := start(t, Config{RefusalInterval: 10 * time.Millisecond})

@@ -107,7 +107,7 @@ const maxCodingInError = 32
 
 // checkCoding refuses a body in a content coding other than identity. The gateway asks every
 // upstream for identity, so that the key redactor sees the bytes the sandbox gets: a
-// compressed body would carry the key past it (issue #11, finding 10). Decoding instead would
+// compressed body would carry the key past it. Decoding instead would
 // put a decompressor, and its bombs, in front of the redactor for no gain. The header is a
 // comma-separated list (RFC 9110, section 8.4) whose empty elements are ignored.
 func checkCoding(h http.Header) error {

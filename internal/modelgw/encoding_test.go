@@ -58,7 +58,7 @@ func wantNoKeyDecoded(t testing.TB, what string, b []byte) {
 	}
 }
 
-// TestGateway_EncodedBodyRefused is finding 10 of issue #11: a model endpoint that answered
+// TestGateway_EncodedBodyRefused: a model endpoint that answered
 // with "Content-Encoding: deflate", unasked, had its body passed to the sandbox unmasked, the
 // key in it compressed. The gateway now asks for identity on every route and refuses, with a
 // 502 it audits, any body in another coding; the sandbox gets none of it.

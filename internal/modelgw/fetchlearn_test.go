@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-// TestGateway_FetchLearn (#30 learn2 part 3): in a learn dispatch a /fetch (openai's
+// TestGateway_FetchLearn: in a learn dispatch a /fetch (openai's
 // http_fetch, claude's WebFetch) to a host the grant refuses but egress.learn_hosts admits is
 // recorded as net.would_deny (via fetch, method, path, host and port) before it is sent, and
 // answered; so is a redirect hop to such a host. The attacks: a host outside learn_hosts, a

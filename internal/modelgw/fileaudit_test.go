@@ -16,7 +16,7 @@ func fileReportBody(path string) string {
 	return string(b)
 }
 
-// TestGateway_FileWouldDeny (#30, file.would_deny): a learn dispatch's gateway records a
+// TestGateway_FileWouldDeny (file.would_deny): a learn dispatch's gateway records a
 // write outside the workspace as file.would_deny, with who could have sent it: the worker
 // (its key) or anything in the sandbox (a forged one: no key, a wrong one). A plain
 // dispatch's gateway refuses it unrecorded; a body that is not exactly a report (a duplicate
@@ -89,7 +89,7 @@ func TestGateway_FileWouldDeny(t *testing.T) {
 	}
 }
 
-// TestGateway_FileWouldDenyBudget (#30, file.would_deny; attack: a huge count): an agent
+// TestGateway_FileWouldDenyBudget (file.would_deny; attack: a huge count): an agent
 // writing outside the workspace in a loop, or posting reports itself, spends the
 // dispatch's audit budget and no more: past it every report is refused unrecorded, 503,
 // which stops the worker.

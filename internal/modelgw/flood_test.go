@@ -61,7 +61,7 @@ func (h *harness) flood(t testing.TB, workers, n int, mk func(i int) (method, pa
 	return statuses
 }
 
-// TestGateway_FloodBoundsAudit is finding 8 of issue #11: 32 goroutines in a sandbox
+// TestGateway_FloodBoundsAudit: 32 goroutines in a sandbox
 // hammering the gateway with requests it refuses (unknown routes, wrong methods, malformed
 // and oversize bodies, over the concurrency and rate limits) wrote one audit entry per
 // request. Now each kind of refusal is counted and written once per interval: with an

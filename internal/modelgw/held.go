@@ -10,7 +10,7 @@ import (
 
 // holdingRule is the approve rule of the dispatch's grant that holds a call of tool with
 // args (a JSON object that passed [ArgsDigest]'s strict check), computed by the gateway
-// from the grant (issue #26, finding 6): a request for approval comes from the sandbox, where
+// from the grant: a request for approval comes from the sandbox, where
 // a granted curl can name any tool and any rule text. A call no rule holds is a
 // *refusal: nobody is asked to decide it.
 //

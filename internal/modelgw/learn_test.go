@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
-// TestGateway_WouldDenyOnlyFromALearnDispatch (#30): a would_deny report is recorded as
+// TestGateway_WouldDenyOnlyFromALearnDispatch: a would_deny report is recorded as
 // tool.would_deny (command and reason masked, the role the gateway's) only by a learn
 // dispatch's gateway. The attack: a sandbox whose dispatch is not a learn one reports a
 // would_deny to make a refused call look learned; it is refused, unrecorded, and no report

@@ -9,8 +9,8 @@ import (
 )
 
 // A sandbox process chooses what it puts in a model request, and the upstream charges by the
-// model the request names (issue #26, finding 5: a request for o1-pro-2025-03-19 was
-// forwarded, and charged at o1's price). So the gateway reads the model of every model
+// model the request names (a request for o1-pro-2025-03-19 would
+// be forwarded, and charged at o1's price). So the gateway reads the model of every model
 // request itself, exactly (strictjson: no duplicate or case-folded keys anywhere in the body,
 // so the upstream cannot read another model than the gateway did), and forwards it only when
 // it is the subagent's model ([Config.Model]) and, under a usd budget, one agora.yaml prices.

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 )
 
-// TestGateway_ModelPinned is issue #26 finding 5 at the gateway: a model call must name the
+// TestGateway_ModelPinned, at the gateway: a model call must name the
 // subagent's model, exactly, in every wire shape (chat completions, Responses, Anthropic
 // Messages and its token count). Anything else is refused before the upstream sees it, with
 // an error in the API's own shape and a denied entry of its own; every trick to make the

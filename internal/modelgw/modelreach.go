@@ -7,8 +7,7 @@ import (
 )
 
 // A model request goes upstream with the gateway's key, so whatever it asks the provider to
-// do is done on the dispatch's account and out of the grant's reach (red team C, #26
-// finding 5). Two kinds of request members are judged before anything is forwarded:
+// do is done on the dispatch's account and out of the grant's reach. Two kinds of request members are judged before anything is forwarded:
 //
 //   - Tools the provider runs itself: web search and fetch, remote MCP servers, code
 //     execution, file search, image generation, computer use, and a background response.

@@ -11,9 +11,9 @@ import (
 	"unicode/utf8"
 )
 
-// What a person is shown of a held call decides what they approve (issue #26, finding 4:
-// canonical JSON cut at 2 KiB sorted "content" before "path", so a long harmless-looking
-// write showed no path, no size, and a trailing "..." that read as content). The preview is
+// What a person is shown of a held call decides what they approve (canonical
+// JSON cut at 2 KiB sorts "content" before "path", so a long harmless-looking write
+// would show no path, no size, and a trailing "..." that reads as content). The preview is
 // built so that a cut cannot hide what the call is about:
 //
 //   - the fields that say what a call touches (identifyingFields: path, argv, url, host,
@@ -331,7 +331,7 @@ func visible(r rune) bool {
 		r == '\u2800':
 		// Printable to Go, drawn as nothing or as blank space: the Hangul fillers, the
 		// combining grapheme joiner, variation selectors, Braille blank. A run of them pads
-		// a command so that its end sits screens below its start (red team C, #26).
+		// a command so that its end sits screens below its start.
 		return false
 	}
 	return unicode.IsPrint(r)
@@ -339,8 +339,8 @@ func visible(r rune) bool {
 
 // escapeSpaceRuns writes every space that follows a space as \u0020. It is applied to
 // the identifying fields (a path, a command, a URL), which rarely hold two spaces in a row:
-// a run of them could push the end of a command out of sight behind a forged cut marker
-// (red team C, #26). s is JSON text, where spaces occur only inside strings.
+// a run of them could push the end of a command out of sight behind a forged cut marker.
+// s is JSON text, where spaces occur only inside strings.
 func escapeSpaceRuns(s string) string {
 	if !strings.Contains(s, "  ") {
 		return s

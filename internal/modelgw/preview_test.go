@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// hookScript is a harmless-looking 2.4 KB script: what issue #26 finding 4 had approved as
-// .githooks/post-checkout, where git runs it on every checkout.
+// hookScript is a harmless-looking 2.4 KB script: what a cut preview would have a person
+// approve as .githooks/post-checkout, where git runs it on every checkout.
 func hookScript() string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# Keep the docs index fresh after a checkout (harmless, read-only).\n")
@@ -21,7 +21,7 @@ func hookScript() string {
 	return b.String()
 }
 
-// TestApproval_PreviewShowsWhatIsApproved is issue #26 finding 4 at the gateway: the
+// TestApproval_PreviewShowsWhatIsApproved, at the gateway: the
 // preview of a 2.4 KB write shows the path whole and first, the size of the arguments, and a
 // cut marker that cannot be read as content; the whole arguments travel beside it, masked.
 func TestApproval_PreviewShowsWhatIsApproved(t *testing.T) {

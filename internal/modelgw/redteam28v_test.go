@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
-// Red team #28 (vocab): a model call's tool.gateway entry carries the usage and cost upstream
+// A model call's tool.gateway entry carries the usage and cost upstream
 // reported; an entry is written only when its details have an RFC 8785 form (numbers within
 // ±2^53). An upstream reporting absurd usage (the tokens are clamped to 2^50) must not price
 // the call past that range: the entry would be refused by the audit and the call that ran
@@ -33,7 +33,7 @@ func TestRedTeam28V_AbsurdUsageKeepsTheEntryEncodable(t *testing.T) {
 	}
 }
 
-// Red team #28 (vocab): the sandbox names a fetch's URL; a host percent-encoding a byte that
+// The sandbox names a fetch's URL; a host percent-encoding a byte that
 // is not UTF-8 ("%ff.example") decodes to invalid UTF-8. Its refusal must still be an entry
 // the audit can write: a tool.gateway record whose details have no canonical form is dropped.
 func TestRedTeam28V_FetchHostNotUTF8KeepsTheEntryEncodable(t *testing.T) {

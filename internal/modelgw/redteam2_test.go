@@ -31,8 +31,8 @@ import (
 // `agora audit log --output json`, and into every exported bundle, which are meant to travel.
 //
 // Impact: a secret of the dispatch's env bundles in plain text in the append-only audit log,
-// which cannot be scrubbed without breaking every checkpoint after it. Issue #11 asks that
-// every string the agent controls be redacted before it is stored.
+// which cannot be scrubbed without breaking every checkpoint after it. So every string the
+// agent controls is redacted before it is stored.
 //
 // Now: a report whose tool name, call id, phase, decision or args_hash holds a form of the key
 // or of an env secret (the gateway's redactor would change it) is refused with 400 and only

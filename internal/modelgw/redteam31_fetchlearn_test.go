@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-// TestRedTeam31_FetchLearnRedirectChainsAndWildcards (red team 31, learn): the gateway's
+// TestRedTeam31_FetchLearnRedirectChainsAndWildcards (learn): the gateway's
 // http_fetch in a learn dispatch, with egress.learn_hosts "*.learn.test" (a wildcard) and
 // the grant "granted.test". Attacks: a redirect chain granted -> learn -> granted -> a host
 // outside both (each hop judged again: the last refused, nothing sent to it); a chain that

@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 )
 
-// TestRedTeam4_ModelRequestsTheProviderActsOn (red team C, #26 finding 5): a model request
+// TestRedTeam4_ModelRequestsTheProviderActsOn: a model request
 // is forwarded with the gateway's key, so what it asks the provider to do is done on the
 // dispatch's account and out of the grant's reach. A sandbox process (a granted curl, a
 // script in the repository) could ask for provider-run tools that fetch any URL or call any
@@ -83,7 +83,7 @@ func TestRedTeam4_ModelRequestsTheProviderActsOn(t *testing.T) {
 	}
 }
 
-// TestRedTeam4_PriceChangingRequestsUnderUSDBudget (red team C, #26 finding 5): under a usd
+// TestRedTeam4_PriceChangingRequestsUnderUSDBudget: under a usd
 // budget the meter prices a call at the model's standard rate, so a request that asks the
 // provider for a dearer rate (OpenAI's service_tier priority or scale, Anthropic's fast mode,
 // US-only inference, the 1M-context beta, audio output) would be undercounted: a budget

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Red team C's attacks on what a person is shown of a held call (#26 finding 4).
+// Attacks on what a person is shown of a held call.
 
 func previewOf(t *testing.T, args string) string {
 	t.Helper()

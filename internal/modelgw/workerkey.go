@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// The worker's key (#30 F7): everything in the sandbox can reach the gateway's socket, so a
+// The worker's key: everything in the sandbox can reach the gateway's socket, so a
 // report on /audit/tool proves nothing about who sent it. A learn dispatch's would_deny is
 // evidence `agora capability suggest` turns into a grant, so the gateway records who could
 // have sent each one. The worker claims the gateway once, at its start, before any process

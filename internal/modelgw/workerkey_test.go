@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
-// TestGateway_WouldDenyReporter (#30 F7, learn2): anything in the sandbox can reach the
+// TestGateway_WouldDenyReporter: anything in the sandbox can reach the
 // gateway, so each tool.would_deny records who could have sent it. The attacks: the agent
 // posts a forged would_deny with no key, with a guessed key, with a key of the right shape,
 // with the hook's via header alone, and tries to claim the gateway after the worker did (to

@@ -174,7 +174,7 @@ func (g *gw) stream(b *testing.B, path, token string) (int, int64) {
 
 // BenchmarkUpload measures a worker's upload of a 100 MB out directory over loopback TLS, as
 // `agora worker` sends it (Pack into the PUT), into a fresh session each time (a mount takes
-// one upload): what the gateway extracts, and, since #26, hashes and marks. "disk" is a
+// one upload): what the gateway extracts, hashes and marks. "disk" is a
 // single serve's gateway; "kept" a replicating serve's (ADR 0009), which also keeps the bytes
 // in a blob store (here a local one: no bucket's latency, no replica's wait) and agora.db.
 func BenchmarkUpload(b *testing.B) {

@@ -73,7 +73,7 @@ func LoadOrCreateCA(dir string, hosts []string) (*Certs, error) {
 }
 
 // EnsureCA makes the gateway's CA in dir (AGORA_HOME/keys) when it is not there, and reports
-// whether it made it. Replicas that share one gateway address (two serves on a Lease, #31)
+// whether it made it. Replicas that share one gateway address (two serves on a Lease)
 // share this CA, copied into each home with the other keys: a Job made under one leader trusts
 // the certificate of the next.
 func EnsureCA(dir string) (bool, error) {

@@ -16,14 +16,14 @@ import (
 // instead, so holding connections idle wins an attacker nothing: a pod that shares its
 // source address with an attacker (pods behind one NAT address) still gets its handshake
 // done, since the attacker would have to open MaxPendingPerSource new connections within that
-// handshake to push it out (red team, session 3, finding D).
+// handshake to push it out.
 //
 // Every dispatch has a reserve of connections no other can take (ReservePerDispatch): those
 // are never refused for the server's sake, only beyond the dispatch's own cap. What dispatches
 // hold beyond their reserves comes from one shared pool (MaxConns), so dispatches that open
 // every tunnel they may (an agent's doing) can fill the pool, but never keep another dispatch
-// from its session, its streams, its upload and a few tunnels (red team s3, finding E: 16
-// dispatches of 256 tunnels each filled the whole server).
+// from its session, its streams, its upload and a few tunnels (16
+// dispatches of 256 tunnels each would fill the whole server).
 const (
 	// MaxConns caps the authenticated connections dispatches hold beyond their reserves, all
 	// together, tunnels included.
@@ -36,7 +36,7 @@ const (
 	// streams, its upload and one request. An agent's tunnels can outlast it (the gateway's
 	// end of one closes only when the host's does), and with the shared pool full (a subagent
 	// run wide) they took the whole reserve, so the worker's upload found no room anywhere
-	// and the dispatch ended gateway-unreachable (red team B, session 4).
+	// and the dispatch ended gateway-unreachable.
 	ReserveForRequests = 4
 	// MaxPending caps the unauthenticated connections of all peers at once, apart from
 	// MaxConns: peers without a token cannot take what dispatches hold.

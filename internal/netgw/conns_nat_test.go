@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
-// TestServe_SameSourceAttackerDoesNotStarveAPod is the red team's finding D (session 3): pods
+// TestServe_SameSourceAttackerDoesNotStarveAPod: pods
 // behind one NAT address share a source, so an agent that fills its source's pending pool with
 // idle connections used to get every other pod of its node refused. A full pool now closes
 // its oldest pending connection, so the attacker's idle connections are what goes, and the

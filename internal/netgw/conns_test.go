@@ -49,7 +49,7 @@ func closedByPeer(c net.Conn) error {
 	}
 }
 
-// TestServe_IdleConnectionsDoNotStarveOthers is the red team's finding 1: a peer without a
+// TestServe_IdleConnectionsDoNotStarveOthers: a peer without a
 // token holds as many idle TCP connections as it can, and another trickles a request header
 // (slowloris). A dispatch's worker connecting from another address is still served, and
 // every hostile connection is closed by the gateway, refused at accept or timed out before a
@@ -214,7 +214,7 @@ func TestTunnel_IdleTimeout(t *testing.T) {
 	}
 }
 
-// TestTunnel_RevokeClosesHostSide is the red team's finding 5: the host's socket server
+// TestTunnel_RevokeClosesHostSide: the host's socket server
 // accepts a tunnel's connection and then neither reads, writes nor closes (an idle egress
 // upstream). Revoking the session closes the host side too: the gateway lets go of the
 // tunnel, and the host's connection is closed, not only half-closed.
@@ -273,7 +273,7 @@ func (g *gw) tunnelsOf(id string) int {
 	return g.srv.tunnels.count[id]
 }
 
-// TestServe_ReserveOutlastsAFullPool is the red team's finding E (session 3): dispatches
+// TestServe_ReserveOutlastsAFullPool: dispatches
 // whose agents open every tunnel they may filled the server (16 dispatches of 256 tunnels
 // were all of MaxConns), and a dispatch starting then got nothing, not even its session. Now
 // each dispatch has a reserve the others cannot take: with the shared pool full, a late

@@ -304,5 +304,5 @@ func (s *syncBuffer) String() string {
 }
 
 // workerVersion is what a host's gateway reports for the worker these tests run (the real
-// agora-worker built beside agoraBin): its identity, bytes and all when unversioned (#31).
+// agora-worker built beside agoraBin): its identity, bytes and all when unversioned.
 func workerVersion() string { return workerremote.VersionOf(agoratest.Worker(agoraBin)) }

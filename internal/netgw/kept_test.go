@@ -46,7 +46,7 @@ func restoreKept(t *testing.T, db *store.DB) *store.DB {
 	return copy
 }
 
-// TestKeptUpload_ReachesTheNewLeader (#46): a worker's result uploaded to the leader is
+// TestKeptUpload_ReachesTheNewLeader: a worker's result uploaded to the leader is
 // answered only once it is kept beyond the leader's disk (the bucket, a row in agora.db, the
 // replica holding it). The leader dies right after answering; the worker, told its upload
 // is stored, exits. The replica that takes over, restored from agora.db's replica, puts the

@@ -86,7 +86,7 @@ func TestUpload_CutOffIsRetried(t *testing.T) {
 	}
 }
 
-// TestGatewayProcess_Kill9MidUploadLeavesNoClaim is issue #26 finding 12 at the gateway's
+// TestGatewayProcess_Kill9MidUploadLeavesNoClaim, at the gateway's
 // level: the real `agora gateway serve` is killed with SIGKILL while it extracts an upload;
 // the restarted one stores the worker's retry of it (the first claimed nothing) and removes
 // what the killed one staged.
@@ -162,7 +162,7 @@ func TestGatewayProcess_Kill9MidUploadLeavesNoClaim(t *testing.T) {
 	}
 }
 
-// TestRemoteWorker_RidesOutGatewayRestart is issue #26 finding 12 with the real binary: the
+// TestRemoteWorker_RidesOutGatewayRestart, with the real binary: the
 // gateway is down when the pod's fetch step starts, and down again when the worker uploads
 // (its agent's output streaming meanwhile). Each time it comes back on the same address over
 // the same sessions, and the worker carries on: the fetch succeeds, the result reaches the

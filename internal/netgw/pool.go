@@ -19,7 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// Pool slots (#30, remote/pool.go): a pod of an agent-sandbox SandboxWarmPool enrols once with
+// Pool slots (remote/pool.go): a pod of an agent-sandbox SandboxWarmPool enrols once with
 // its projected ServiceAccount token and is given a slot of its own, which this server holds
 // (its hold lock is this process's: a gateway killed with -9 leaves slots nobody may claim).
 // The host that claimed the pod through a SandboxClaim binds its dispatch by the pod's uid
@@ -266,7 +266,7 @@ func (s *Slots) enroll(ctx context.Context, id remote.PodIdentity) (*Slot, error
 }
 
 // sweepMarkers removes markers older than podMarkerAge whose slot no longer stands. A marker
-// whose slot stands is kept however old (red team #30): its pod waits unclaimed, its worker
+// whose slot stands is kept however old: its pod waits unclaimed, its worker
 // holds the slot, and a marker swept then would let a second token minted for the same pod
 // enrol it again, and the next dispatch bound to the pod would go to that claim.
 func (s *Slots) sweepMarkers(dir string) {

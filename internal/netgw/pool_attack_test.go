@@ -14,7 +14,7 @@ import (
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
-// Red team (#30): attacks on the pool pods' enrolment by someone who did not build it.
+// Attacks on the pool pods' enrolment by someone who did not build it.
 
 // Attack: a pool pod that waits unclaimed past podMarkerAge (a quiet target keeps its warm
 // pods for days) while its worker still holds its slot. Someone who may mint tokens of the

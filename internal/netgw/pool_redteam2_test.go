@@ -19,7 +19,7 @@ import (
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
-// Red team round 2 (#30): enrolment abuse by anyone who reaches the gateway (an agent in a
+// Enrolment abuse by anyone who reaches the gateway (an agent in a
 // cold dispatch's pod does: its policy admits the gateway).
 
 // floodClient is an HTTP client of the gateway whose connections come from loopback address

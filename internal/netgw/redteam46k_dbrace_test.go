@@ -1,6 +1,6 @@
 package netgw_test
 
-// Red team #46 (K), attack (c) at the database: the keep's insert racing the dispatch's end in
+// Attack (c) on the kept uploads, at the database: the keep's insert racing the dispatch's end in
 // agora.db's real schema (internal/agoradb: dispatch's triggers delete the session row, whose
 // own triggers delete the kept row), outside the gateway's locks.
 

@@ -1,6 +1,6 @@
 package netgw
 
-// Red team #46 (K): attacks on the kept uploads of ADR 0009 (kept.go, upload.go's keep,
+// Attacks on the kept uploads of ADR 0009 (kept.go, upload.go's keep,
 // stored.go's restoreUploads), as (a) a compromised worker holding its own token, (b) another
 // dispatch's worker holding a different token, (c) someone racing requests, (d) someone who
 // can write blobs into the bucket but not agora.db. Each test says what it tries; each

@@ -17,7 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// Red team 46R of b398023c (ADR 0008: a takeover makes an adopted stage again and serves it,
+// Attacks on a takeover's stage (ADR 0008: a takeover makes an adopted stage again and serves it,
 // secrets included, to the pod's token). The attacker holds (a) the replicated agora.db row of
 // a gateway session, (b) a pod's token (a compromised worker, or another dispatch's), or
 // (c) the timing of requests around the take-back (Reattach). Each test says what it tries.

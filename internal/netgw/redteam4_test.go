@@ -26,7 +26,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// The red team's attacks on the gateway and the remote worker (issue #26, session 4, part B).
+// Attacks on the gateway and the remote worker.
 
 // podUID is the uid the tests run a pod's worker as: a pod runs non-root (runAsNonRoot).
 const podUID = 65534

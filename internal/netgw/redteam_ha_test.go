@@ -22,7 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// Red team of #31's HA gateway (stored sessions, the fence, /readyz, Reattach), attacked by a
+// Attacks on the HA gateway (stored sessions, the fence, /readyz, Reattach), attacked by a
 // dispatch's pod, another dispatch's pod, and the supervisor that dies between two steps.
 
 // TestRedHA_AnotherDispatchsTokenDuringTakeover (attack: another dispatch's pod, during the

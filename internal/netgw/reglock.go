@@ -17,7 +17,7 @@ import (
 // the session and changes it. So a session is ended only by its own exporter (Close, which
 // checks the token is still its own), the reaper (Revoke), or an export whose caller says it
 // holds the dispatch (ExportIf): a Start that froze past its claim no longer replaces, or
-// closes by path, the session of the Start that took the claim over (red team B, session 4).
+// closes by path, the session of the Start that took the claim over.
 // The lock is the dispatch's alone: a frozen holder (a stopped process) delays no other
 // dispatch.
 

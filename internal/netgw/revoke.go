@@ -14,7 +14,7 @@ import (
 // session.json and reads the file again only when either changed (inode, size or times:
 // Export makes a new directory, and saveRecord replaces the file by rename), and every
 // revokeReread in any case. Idle tunnels thus cost a stat a second per session, where each
-// tunnel used to read and parse session.json every second (red team s3, finding G). A session
+// tunnel used to read and parse session.json every second. A session
 // that cannot be read back ends its tunnels too: fail closed.
 
 // sessionWatch is the watcher of one session (a dispatch id and its token's hash).

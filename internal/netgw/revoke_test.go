@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// TestTunnel_IdleTunnelsDoNotReadTheSession is the red team's finding G (session 3): every
+// TestTunnel_IdleTunnelsDoNotReadTheSession: every
 // open tunnel read and parsed its session.json every second, so a gateway holding thousands
 // of idle tunnels read thousands of files a second for nothing. Counted by the kernel
 // (inotify's IN_OPEN on the session directory): 32 idle tunnels over three looks of their

@@ -75,7 +75,7 @@ type Server struct {
 	// means [TunnelIdleTimeout].
 	TunnelIdleTimeout time.Duration
 	// Fence, when set, is asked before every request is served and before an upload is
-	// stored (store.CheckFence: the leader Lease's fence, #31): while it refuses, every
+	// stored (store.CheckFence: the leader Lease's fence): while it refuses, every
 	// request is answered 503, which the worker retries, reaching the replica that leads
 	// through the gateway's Service. A replica that lost the Lease accepts no session.
 	Fence func() error
@@ -398,7 +398,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, rec *record
 	}
 	// The exporter only reads; its end closes once it has copied all (after the body's end)
 	// or when it stops (its session closed, its process gone). Then the stream is over: a
-	// quiet worker's POST must not hold its connection past its session (red team B).
+	// quiet worker's POST must not hold its connection past its session.
 	var (
 		exporterDone = make(chan struct{})
 		mu           sync.Mutex

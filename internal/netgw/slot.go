@@ -20,7 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// Warm slots (#30): a worker container or pod started ahead, holding only its slot's token,
+// Warm slots: a worker container or pod started ahead, holding only its slot's token,
 // waits on the gateway (POST /v1/slots/SLOT/claim) until the host binds a dispatch to it.
 // The gateway then revokes the slot's token FIRST (slot.json goes) and only then hands the
 // worker the bound dispatch's id and session token: a slot is claimed once, and a token that
@@ -96,7 +96,7 @@ func (s *Slots) Create(ctx context.Context) (*Slot, error) {
 	// The slot is made under a staging name no sweep reads (not a slot id) and renamed into
 	// place once its hold is locked and its record written: a holder sweeping meanwhile (serve
 	// before each standby start) saw a directory without a locked hold, counted its holder
-	// gone and removed it under its maker (#30 k8shold).
+	// gone and removed it under its maker.
 	sd := filepath.Join(s.Dir, slotStaging+id)
 	if err := os.Mkdir(sd, 0o700); err != nil {
 		return nil, fmt.Errorf("make warm slot %s: %w", id, err)

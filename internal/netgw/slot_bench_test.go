@@ -9,7 +9,7 @@ import (
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
-// BenchmarkSlotClaim measures the network gateway's part of a warm start (#30): from the
+// BenchmarkSlotClaim measures the network gateway's part of a warm start: from the
 // host binding a dispatch to a slot whose worker already waits on the gateway to that worker
 // holding the dispatch's client and having read its session (GET session), against the cold
 // path's same steps (export the session, a new client, GET session). Each op is one dispatch;

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestSlots_SweepNeverRevokesASlotBeingMade (#30 k8shold): serve sweeps the slot store before
+// TestSlots_SweepNeverRevokesASlotBeingMade: serve sweeps the slot store before
 // each standby start while other standbys make their slots. A sweep that saw a slot's
 // directory before its maker had locked the hold counted the holder gone and removed it:
 // the maker's Create failed, or made a slot whose directory was gone. Holders sweeping while

@@ -234,8 +234,8 @@ func (s *Server) claimSlot(ctx context.Context, id, token string, checkHolder bo
 	if err != nil || !srec.checkToken(g.Token) {
 		return remote.SlotGrant{}, errors.New("the bound dispatch has no session its token opens")
 	}
-	// A dispatch's session goes to one slot only, however often a host binds it (red team #30:
-	// one dispatch bound to two slots was handed to both): the first grant marks the session.
+	// A dispatch's session goes to one slot only, however often a host binds it (one dispatch
+	// bound to two slots would be handed to both): the first grant marks the session.
 	sess, err := sessionDir(s.Registry.Dir, g.Dispatch)
 	if err != nil {
 		return remote.SlotGrant{}, err

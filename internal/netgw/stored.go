@@ -17,7 +17,7 @@ import (
 
 // A session's files (session.json, its sockets, its upload marks) live on the host's disk,
 // AGORA_HOME/gateway/sessions. That disk is one replica's own: two serve replicas on a Lease
-// (#31) each have a volume, and only agora.db and orch.db are replicated to object storage. So
+// each have a volume, and only agora.db and orch.db are replicated to object storage. So
 // what the gateway needs to accept a session is also kept in agora.db, in gateway_sessions:
 // the token's SHA-256 (never the token) and the session record (mounts with their host
 // paths, the count of files, the upload cap: nothing secret), so the replica that takes over

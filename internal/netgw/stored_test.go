@@ -77,7 +77,7 @@ func (l *layout) podSpec(t testing.TB) compute.Spec {
 	return s
 }
 
-// TestStoredSession_TakenOverByTheNewLeader (#31): a session exported on the leader is in its
+// TestStoredSession_TakenOverByTheNewLeader: a session exported on the leader is in its
 // agora.db; the standby, restored from a copy of that database (its own sessions directory
 // empty: the old leader's volume is gone), answers the pod's token 503 (retry) until it takes
 // the session back (Reattach), then serves what the pod fetches, and the secrets object, from
@@ -241,7 +241,7 @@ func TestStoredSession_RowDecides(t *testing.T) {
 	}
 
 	legacy := stageLayout(t, "01ROWLEGACY")
-	plain := &Registry{Dir: r.reg.Dir} // the same directory, no store: an agora before #31
+	plain := &Registry{Dir: r.reg.Dir} // the same directory, no store: an agora without stored sessions
 	ls, err := plain.Export(t.Context(), legacy.podSpec(t))
 	must(t, err)
 	defer ls.Close()
@@ -282,7 +282,7 @@ func TestStoredSession_ForgedMountRefused(t *testing.T) {
 	}
 }
 
-// TestStoredSession_FencedReplicaServesNothing (#31): a replica whose Lease fence shut (the
+// TestStoredSession_FencedReplicaServesNothing: a replica whose Lease fence shut (the
 // old leader woken up after the takeover) answers every request 503, so the worker retries and
 // reaches the leader through the Service, and its readiness path says it is not the leader.
 // Two leaders never both accept one Job's upload: the fenced one stores nothing, the leading
@@ -405,7 +405,7 @@ func FuzzStoredRecord(f *testing.F) {
 	})
 }
 
-// BenchmarkSessionRequest is the cost of the stored session (#31) on a worker's request: GET
+// BenchmarkSessionRequest is the cost of the stored session on a worker's request: GET
 // session over a kept-alive TLS connection, with the sessions' files alone (before) and with
 // the row in agora.db read on every request (a replica's registry).
 func BenchmarkSessionRequest(b *testing.B) {

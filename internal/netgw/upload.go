@@ -102,7 +102,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	if err != nil && hostFailure(err) {
 		// The host's storage failed (its disk full: other dispatches' uploads, each within
 		// its cap, fill it on a wide run), not the content: nothing is claimed, and the worker
-		// sends the same upload again (red team B: this was a refusal for good).
+		// sends the same upload again (this was a refusal for good).
 		s.logger().Error("gateway upload: the host's storage failed", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", err)
 		_, _ = io.CopyN(io.Discard, r.Body, refusedDrain)
 		retryLater(w, "the host could not store the upload now")
@@ -111,12 +111,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, rec *record, m *
 	mark := body.mark()
 	// The body took its time: the session may have ended meanwhile (revoked, or exported
 	// again with another token). An upload that outlived its token leaves no trace: no mark
-	// in a newer session's directory, nothing in the out directory (red team B, session 4).
+	// in a newer session's directory, nothing in the out directory.
 	release, stands := s.holdSession(r.Context(), rec)
 	if stands != nil {
 		if errors.Is(stands, errFenced) {
 			// This replica's fence shut while the body came: nothing is stored here, and
-			// the worker's retry reaches the replica that leads now (#31).
+			// the worker's retry reaches the replica that leads now.
 			s.logger().Warn("gateway upload refused", "dispatch_id", rec.Dispatch, "mount", m.Name, "err", stands.Error())
 			retryLater(w, "store the upload on the leading replica")
 			return
@@ -204,7 +204,7 @@ var errFenced = errors.New("this gateway's serve does not lead")
 
 // retryLater answers that the host failed the request, not its sender: 503, which the worker
 // retries (its transient statuses), and, were the failure to last, reports as the gateway's.
-// A 500 it would have taken for a refusal of its own (red team B).
+// A 500 it would have taken for a refusal of its own.
 func retryLater(w http.ResponseWriter, what string) {
 	w.Header().Set("Retry-After", "1")
 	httpError(w, http.StatusServiceUnavailable, what+" failed on the host; retry")

@@ -40,7 +40,7 @@ func assertOutUntouched(t *testing.T, l *layout) {
 	}
 }
 
-// TestUpload_CappedByTargetDisk is the red team's finding 6: the upload cap is the target's
+// TestUpload_CappedByTargetDisk: the upload cap is the target's
 // disk, not the gateway-wide 2 GiB.
 func TestUpload_CappedByTargetDisk(t *testing.T) {
 	const disk = 1 << 20

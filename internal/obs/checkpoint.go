@@ -15,7 +15,7 @@ type CheckpointAge struct {
 	Now func() time.Time
 }
 
-// checkpointDescSet describes the checkpoint gauges; made on first scrape, not at init (#28).
+// checkpointDescSet describes the checkpoint gauges; made on first scrape, not at init.
 type checkpointDescSet struct {
 	checkpointAge, logSize, uncheckpointed *prometheus.Desc
 }

@@ -23,7 +23,7 @@ const statsTimeout = 2 * time.Second
 // by state, the ready queue, live attempts, locks and waiters.
 type EngineGauges struct{ Engine EngineStats }
 
-// engineDescSet describes the engine gauges; made on first scrape, not at init (#28).
+// engineDescSet describes the engine gauges; made on first scrape, not at init.
 type engineDescSet struct {
 	up, runs, tasks, ready, live, locksHeld, lockWaiters, slotWaiters, backoffs *prometheus.Desc
 }

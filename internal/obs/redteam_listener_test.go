@@ -16,7 +16,7 @@ import (
 // socket, bound to loopback and to every interface, and sends Host and Origin values a
 // rebinding page or a confused parser could: trailing dots, other spellings of 127.0.0.1,
 // IPv6 forms, wrong or padded ports, userinfo, lists. None reads a series; the listener's
-// own address is answered. Red team D of #26.
+// own address is answered.
 func TestRedTeamWeb_MetricsOddHosts(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "agora_series 1\n") })
 	for _, bind := range []string{"127.0.0.1:0", "0.0.0.0:0"} {

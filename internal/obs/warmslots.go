@@ -8,11 +8,11 @@ import (
 	"github.com/agora-dev/agora/internal/compute/warm"
 )
 
-// WarmSlots reads a serve's warm slots (#30, its standby supervisors) when scraped: ready
+// WarmSlots reads a serve's warm slots (its standby supervisors) when scraped: ready
 // and wanted per target as gauges, claimed, cold fallbacks and failed fills as counters.
 type WarmSlots struct{ Counts func() []warm.Counts }
 
-// warmDescSet describes the warm slot metrics; made on first scrape, not at init (#28).
+// warmDescSet describes the warm slot metrics; made on first scrape, not at init.
 type warmDescSet struct{ ready, want, claimed, cold, failed *prometheus.Desc }
 
 var warmDescs = sync.OnceValue(func() warmDescSet {

@@ -93,7 +93,7 @@ func benchVerify(b *testing.B, key any, alg jose.SignatureAlgorithm, full bool) 
 	}
 }
 
-// BenchmarkVerifyCached is #31's budget: one request's token validation with the JWKS cached
+// BenchmarkVerifyCached is the OIDC budget: one request's token validation with the JWKS cached
 // (target <= 50 us). "repeat" is a client presenting the token it presented before (every
 // request after its first: the verified-token cache); "first" is a token never seen (the full
 // check: parse, signature, claims, rules). RS256 is what most providers sign with; ES256 the

@@ -47,7 +47,7 @@ var claimNames = strictjson.NewFields("iss", "sub", "aud", "exp", "nbf", "iat", 
 // each claim is then read from its own bytes, as encoding/json would read it into the type it
 // had before (a string: null is empty; exp and nbf: a json.Number; aud and the groups: a string
 // or a list of strings). The oracle of that equivalence is parseClaimsTwoPass (the test file).
-// This halves the cost of a token's first request beyond its signature (#31).
+// This halves the cost of a token's first request beyond its signature.
 func parseClaims(payload []byte, groupsClaim string) (claims, error) {
 	var buf [16]strictjson.Member
 	members, err := claimNames.Members(payload, buf[:0])

@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
-// parseClaimsTwoPass is parseClaims as it was before its one-pass decode (session 42):
+// parseClaimsTwoPass is parseClaims as it was before its one-pass decode:
 // strictjson's check, encoding/json into a struct, then encoding/json again into a map for the
 // groups claim. It stays as the oracle FuzzParseClaims_MatchesTwoPass holds parseClaims to: both
 // refuse the same payloads and read the same claims from the others.

@@ -126,7 +126,7 @@ func (c *Config) Validate() error {
 		return errors.New("auth.oidc.audience is required: the resource or client id the provider puts in aud")
 	}
 	if c.Web.Enabled() && c.Audience == c.Web.ClientID && !c.webAudience {
-		// Red team 33: MCP HTTP would then take the web sign-in's ID tokens (and any access
+		// MCP HTTP would then take the web sign-in's ID tokens (and any access
 		// token the provider gives the web client) as bearer tokens with the rules' ceiling.
 		return fmt.Errorf("auth.oidc.audience %q is auth.oidc.web.client_id too: MCP HTTP would accept the web view's ID tokens as bearer tokens; give MCP its own audience (its resource or API's client id)", c.Audience)
 	}

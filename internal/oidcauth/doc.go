@@ -1,5 +1,5 @@
 // Package oidcauth turns an OAuth 2.1 bearer token from an OpenID Connect provider into an
-// agora operator (#31): it validates the token (issuer discovery on first use, the provider's
+// agora operator: it validates the token (issuer discovery on first use, the provider's
 // JWKS cached and refetched on an unknown key id at a bounded rate, an algorithm allow-list,
 // issuer, audience, expiry with a small clock skew) and maps its claims, through the rules in
 // agora.yaml's auth.oidc, to an MCP consent ceiling and a web role. A valid token whose claims

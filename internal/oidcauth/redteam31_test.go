@@ -21,7 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/oidcauth/oidctest"
 )
 
-// TestRedTeam31_SubjectWithHiddenCharacters (red team #31): a token's sub becomes the audit
+// TestRedTeam31_SubjectWithHiddenCharacters: a token's sub becomes the audit
 // actor (oidc:ISSUER#SUB), which `agora audit` and `agora dispatch show` print to a terminal
 // as it is. A subject the provider signs holding a C1 control (U+009B is CSI in 8-bit
 // terminals; U+0085 is NEL, a line break), a bidirectional override (U+202E reorders what is
@@ -107,7 +107,7 @@ func sign2(t *testing.T, key *rsa.PrivateKey, opts *jose.SignerOptions, payload 
 	return out
 }
 
-// TestRedTeam31_Claims (red team #31): what a token's claims may do once its signature is
+// TestRedTeam31_Claims: what a token's claims may do once its signature is
 // good. Each case is signed by the configured issuer's own key.
 func TestRedTeam31_Claims(t *testing.T) {
 	ci := newClaimIssuer(t)
@@ -183,7 +183,7 @@ func TestRedTeam31_Claims(t *testing.T) {
 	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), "1e300", 1), "exp")
 	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), "-1", 1), "exp")
 	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), `"soon"`, 1), "")
-	// RFC 7519 (#46): a NumericDate is a JSON number; a string holding one is refused, for exp,
+	// RFC 7519: a NumericDate is a JSON number; a string holding one is refused, for exp,
 	// nbf and iat alike. iat ahead of now beyond the skew (a token minted a day ahead) is
 	// refused as not yet valid; within the skew, or in the past, it passes.
 	bad(strings.Replace(times(exp, 0), fmt.Sprint(exp), fmt.Sprintf(`"%d"`, exp), 1), "RFC 7519 NumericDate")
@@ -198,7 +198,7 @@ func TestRedTeam31_Claims(t *testing.T) {
 	ok(iat(now.Add(-time.Hour)), "")
 }
 
-// TestRedTeam31_KeyHeaders (red team #31): a token's header cannot choose the key. jku, x5u,
+// TestRedTeam31_KeyHeaders: a token's header cannot choose the key. jku, x5u,
 // x5c and an embedded jwk naming the attacker's key, with the provider's kid or a kid of the
 // attacker's, are never fetched nor used; a header naming the provider's kid under another
 // algorithm family is refused.
@@ -227,7 +227,7 @@ func TestRedTeam31_KeyHeaders(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_DiscoveryPointsElsewhere (red team #31): the discovery document names the key
+// TestRedTeam31_DiscoveryPointsElsewhere: the discovery document names the key
 // set's URL; one pointing at the cloud metadata address, a private address, plain http to
 // another host, or a loopback port outside the allow-list is refused, and no token verifies.
 func TestRedTeam31_DiscoveryPointsElsewhere(t *testing.T) {
@@ -244,7 +244,7 @@ func TestRedTeam31_DiscoveryPointsElsewhere(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_SameKidAnotherIssuer (red team #31): a second issuer publishing the same key
+// TestRedTeam31_SameKidAnotherIssuer: a second issuer publishing the same key
 // id (k1) with its own key signs a token naming the first issuer: the first issuer's verifier
 // checks it with its own k1 and refuses it, and never asks the second issuer for keys.
 func TestRedTeam31_SameKidAnotherIssuer(t *testing.T) {
@@ -259,7 +259,7 @@ func TestRedTeam31_SameKidAnotherIssuer(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_RotationUnderAKidStorm (red team #31): an unauthenticated client sending
+// TestRedTeam31_RotationUnderAKidStorm: an unauthenticated client sending
 // tokens with ever new key ids spends every refetch the rate limit allows. When the provider
 // then rotates its key, a real token of the new key may be refused while the limit is spent,
 // but never for longer than one refill: each refetch, the attacker's included, loads the

@@ -10,7 +10,7 @@ import (
 )
 
 // TestRedTeam42JSON_TokenWithLineBreakRefused: a bearer token is the compact form exactly
-// (session 42's ParseSignedCompact). base64's decoder drops '\r' and '\n' wherever they are,
+// (ParseSignedCompact). base64's decoder drops '\r' and '\n' wherever they are,
 // and go-jose re-encodes the header it decoded to check the signature, so a valid token with a
 // line break inside any segment would verify as the very same token under another string (and
 // another cache entry): the line break is refused like a space.

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/oidcauth"
 )
 
-// Red team 46x: exp/nbf/iat (claims.go jsonNumber/numericDate, verifier.go notBefore,
+// exp/nbf/iat (claims.go jsonNumber/numericDate, verifier.go notBefore,
 // checkTimes), in every number form RFC 8259 allows, and through the token cache.
 func TestRedTeam46xTimes_NumberForms(t *testing.T) {
 	ci := newClaimIssuer(t)

@@ -8,7 +8,7 @@ import (
 
 // tokenCache remembers the identities of tokens already verified, by the SHA-256 of the token,
 // so a client presenting the same bearer token on every request pays one signature check, not
-// one per request (#31's budget: validation <= 50 us per request; an RS256 check alone is
+// one per request (the budget: validation <= 50 us per request; an RS256 check alone is
 // about 40 us, an ES256 one more). An entry holds only for the key set it was verified
 // against: a refetched JWKS (a key rotated in or retired) empties the cache, so a token of a
 // retired key is refused exactly as without it. exp and nbf are checked again on every hit.

@@ -64,7 +64,7 @@ func mustInvalid(t *testing.T, v *oidcauth.Verifier, tok, want string) {
 	}
 }
 
-// TestVerifyAgainstRealProvider runs every case of #31 against the real provider: a valid token
+// TestVerifyAgainstRealProvider runs every case against the real provider: a valid token
 // and its grant and actor, claims matching no rule, a wrong audience, an expired token, a token
 // from another issuer, and a rotated key.
 func TestVerifyAgainstRealProvider(t *testing.T) {
@@ -157,7 +157,7 @@ func TestRefetchIsRateLimited(t *testing.T) {
 	}
 }
 
-// TestAttacks are the forgeries a red team tries first.
+// TestAttacks are the forgeries an attacker tries first.
 func TestAttacks(t *testing.T) {
 	p := oidctest.Start(t, oidctest.Config{Services: services()})
 	v := newVerifier(t, p.Issuer, time.Millisecond)

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
-// The web view's sign-in (#31): the authorization code flow with PKCE (RFC 7636, S256), state
+// The web view's sign-in: the authorization code flow with PKCE (RFC 7636, S256), state
 // and nonce, and the ID token validated like an access token (issuer, signature by a key the
 // provider publishes, expiry) with the web client id as its audience and the nonce of the
 // flow. This file is the provider side of it; internal/web keeps the flows and sessions.

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/oidcauth"
 )
 
-// BenchmarkWebSignIn is the provider's part of a sign-in callback (#31): Exchange (the code
+// BenchmarkWebSignIn is the provider's part of a sign-in callback: Exchange (the code
 // traded at the real provider's token endpoint over loopback, with the PKCE verifier and the
 // secret, then the ID token verified with its nonce: key set cached, never the token cache),
 // and VerifyIDToken alone on a real ID token. Each iteration's code is made with the timer

@@ -22,7 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// The migration "orch audit log indexed by run" (#28 session 10) on an orch.db written
+// The migration "orch audit log indexed by run" on an orch.db written
 // before it, by the engine: every entry, node and the tree stay byte for byte, and what reads
 // the log by subject stays exact on the new index (the engine's count of an open run's
 // entries, which its seal entry states; the purged run's note; List and run bundles' Export

@@ -19,7 +19,7 @@ import (
 )
 
 // BenchmarkDepToFireBound asks what bounds BenchmarkLayeredDAG's dependency-to-fire p50
-// (issue #28's target: <= 2 ms at >= 20,000 tasks/s). Each variant runs a DAG with the no-op
+// (<= 2 ms at >= 20,000 tasks/s). Each variant runs a DAG with the no-op
 // executor and reports tasks/s, the p50 and mean dependency-to-fire latency, and two
 // products that Little's law ties together: "waiting-mean" (the time-average number of tasks
 // whose dependencies have all ended but which have not fired: the sum of their waits over the

@@ -27,8 +27,8 @@ import (
 // how busy the machine is the way wall time does.
 func BenchmarkLayerFloor(b *testing.B) {
 	// alongside: the entries are encoded while the rows are written; sparse: the audit tree's
-	// nodes are stored from level 4 up (what the engine does since #28 session 4: both).
-	// multi: the rows are written as the engine writes them since #28 session 6, in
+	// nodes are stored from level 4 up (the engine does both).
+	// multi: the rows are written as the engine writes them, in
 	// statements of many rows each (multirow.go), instead of one statement per row.
 	for _, part := range []struct {
 		name                                  string
@@ -221,7 +221,7 @@ func (f *floor) rowsMulti(ctx context.Context, tx *sql.Tx, done, fired int, now 
 
 // useLog makes the floor write its rows' transitions as one row per layer in a table of its
 // own, the least a design that keeps task and attempt state in memory, with SQLite as their
-// log, must write in the commit ("#28 orchestrator, session 6": the next step it measures).
+// log, must write in the commit (the next step it measures).
 func (f *floor) useLog(b *testing.B) {
 	f.asLog = true
 	if _, err := f.db.SQL().Exec(`CREATE TABLE floor_log(batch INTEGER PRIMARY KEY, data BLOB NOT NULL)`); err != nil {

@@ -72,7 +72,7 @@ func (c *rowChanges) add(rec *logRecord) error {
 			return fmt.Errorf("%w: attempt %s fired twice", errLogRecord, a.dispatchID)
 		}
 		// The engine ends an attempt only after firing it. An end before the fire updated no
-		// row, as a statement; the fold would apply it after the insert (red team 35).
+		// row, as a statement; the fold would apply it after the insert.
 		if _, ended := c.ends[a.dispatchID]; ended {
 			return fmt.Errorf("%w: attempt %s fired after the log ended it", errLogRecord, a.dispatchID)
 		}

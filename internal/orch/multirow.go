@@ -11,10 +11,10 @@ import (
 // as statements of many rows each instead of one statement per row: a statement's fixed
 // cost (database/sql's call, the driver's binding setup, SQLite opening its cursors and
 // seeking from the root) is then paid once per chunk. The statements are prepared once per
-// chunk size (compiling a long VALUES list in every commit cost more than it saved, session
-// 2): a batch of n rows runs n/bigChunk statements of bigChunk rows, then of smallChunk rows,
-// then one-row statements for the rest. Measured: docs/BENCHMARKS.md "#28 orchestrator,
-// session 6".
+// chunk size (compiling a long VALUES list in every commit costs more than it saves): a
+// batch of n rows runs n/bigChunk statements of bigChunk rows, then of smallChunk rows, then
+// one-row statements for the rest. Measured:
+// docs/benchmarks-history.md#28-orchestrator-session-6.
 const (
 	bigChunk   = 32
 	smallChunk = 8

@@ -19,7 +19,7 @@ import (
 
 // propertyChecks is how many random cases TestEngine_Properties tries in `go test` (make
 // test, CI): each is an engine on a real SQLite file, about a second under -race on a loaded
-// machine, and rapid's 100 cost CI 108 s. 20 still find a lock taken twice or a task fired
+// machine, and rapid's 100 cost 108 s in CI. 20 still find a lock taken twice or a task fired
 // before its dependency (checked by planting each). The full rig is `make property`
 // (-rapid.checks=1000); an explicit -rapid.checks or RAPID_CHECKS always wins.
 const propertyChecks = 20

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
-// TestRedTeam29_NextHintSurvivesAShell (#29 red team, surface 3): the `next` hint quotes
+// TestRedTeam29_NextHintSurvivesAShell: the `next` hint quotes
 // `agora orch answer RUN TASK` for a person to paste into a shell. Declared task ids are
 // [a-z0-9_-], but the engine adds tasks whose ids hold '[', ']' and '.' (a fan-out item
 // fan[KEY], a fix t.fix-N, a review t.review-NAME), and any of them can ask a question. Pasted

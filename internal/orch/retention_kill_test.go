@@ -22,7 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// Retention beside the row log (red team 35, then its fix): a run a waiting row log record
+// Retention beside the row log (then its fix): a run a waiting row log record
 // names is kept, whatever else waits, and a run no record names is purged while others'
 // records wait, so a serve that is never idle still purges. Both crashes that leave a sealed
 // run's rows in the log are made by a real child process killed with SIGKILL: between the

@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/retention"
 )
 
-// TestEngine_RunPurgedUnderALiveEngine (#31 retention.runs): a sealed run the engine ran is
+// TestEngine_RunPurgedUnderALiveEngine: a sealed run the engine ran is
 // purged from orch.db while the engine runs. The engine then answers its status and actions
 // with "purged by retention", and the same plan submitted again is a new run that runs to
 // the end: the engine held nothing of the purged run that its later commits touch.
@@ -27,7 +27,7 @@ func TestEngine_RunPurgedUnderALiveEngine(t *testing.T) {
 	ctx := context.Background()
 	const age = 180 * 24 * time.Hour
 	later := time.Now().Add(age + 24*time.Hour)
-	// Retention purges no run a waiting row log record names (red team 35): the engine folds
+	// Retention purges no run a waiting row log record names: the engine folds
 	// a sealed run's records at once, but after the status that said it sealed.
 	h.waitFolded()
 	items, _, err := retention.PlanRuns(ctx, h.db.SQL(), age, later)

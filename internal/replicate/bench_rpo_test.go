@@ -65,7 +65,7 @@ func rpoChild() {
 	}
 }
 
-// BenchmarkRPOAtKill is the recovery point at a crash (#31: RPO <= 1 s): a writer process
+// BenchmarkRPOAtKill is the recovery point at a crash (RPO <= 1 s): a writer process
 // commits a row a millisecond and replicates to the shared versitygw with replicate.lag; it is
 // killed with SIGKILL at a random moment 2-5 s after its replicator started; its database is
 // restored from the bucket. rpo is the time from the newest restored commit to the kill: the

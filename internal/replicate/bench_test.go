@@ -246,7 +246,7 @@ func BenchmarkRestore(b *testing.B) {
 // shared versitygw. keep=1 authenticates the 99 older generations one by one (each one's first
 // segment, so that only this home's are removed, owner.go) after the newest whole one;
 // baseline keep=100: every generation's first sync read and checked as whole, which a prune
-// of a replica with fewer whole generations than keep has always done. Target (#46): ≤ 1 s.
+// of a replica with fewer whole generations than keep has always done. Target: ≤ 1 s.
 //
 //	go test -run '^$' -bench Prune_Authenticate100 -benchmem -count 5 ./internal/replicate
 func BenchmarkPrune_Authenticate100(b *testing.B) {

@@ -94,7 +94,7 @@ func (x *walIndex) init() {
 // when it succeeded. The driver answers a context canceled during a statement with the
 // context's error even when the statement went on and succeeded, and SQLite's interrupt does
 // not stop a wait for a lock: a look canceled while it waited for the write lock took it, was
-// told it had not, skipped its ROLLBACK and kept every writer out (red team 44). ctx is
+// told it had not, skipped its ROLLBACK and kept every writer out. ctx is
 // therefore only checked before the statement, which runs without its cancellation (a wait
 // is bounded by the busy timeout).
 func txControl(ctx context.Context, c *sql.Conn, stmt string) error {
@@ -134,7 +134,7 @@ func (r *Replicator) sync(ctx context.Context) error {
 	}
 	// What a look found, and what an earlier sync witnessed but failed to ship. Under verify
 	// (tests) a look that found commits but no frame is checked too: frames it failed to read
-	// are exactly what verify is for (red team 44).
+	// are exactly what verify is for.
 	if r.synced && !r.wal.full && len(r.wal.pending) == 0 && !(r.wal.verify && changed) {
 		r.markReplicated(at)
 		return nil
@@ -241,7 +241,7 @@ func (r *Replicator) readWAL() (walPos, []uint32, string, error) {
 	if err != nil {
 		return walPos{}, nil, "the WAL's " + err.Error(), nil
 	}
-	// SQLite's own end of the WAL (red team 44): frames are read up to it and no further, and
+	// SQLite's own end of the WAL: frames are read up to it and no further, and
 	// the chain must arrive exactly at it, or the position is not on SQLite's history.
 	idx, err := readWALIndex(r.o.Path + "-shm")
 	if err != nil {
@@ -319,7 +319,7 @@ func readWALIndex(path string) (walIndexHeader, error) {
 // process holds on that file (fcntl(2)), and SQLite's read and write locks are such locks on
 // the -shm. A -shm opened and closed at every look let go of the replicator's own snapshot and
 // of every lock this process's other connections held, and other processes then restarted
-// the WAL under the "held" snapshot (red team 44). A new file at the path (the old one deleted
+// the WAL under the "held" snapshot. A new file at the path (the old one deleted
 // after every connection closed, then created again) gets a new descriptor; the old one stays
 // open too, since a close is never known to be harmless.
 var shmFiles struct {
@@ -636,7 +636,7 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 		return nil // an older reader holds part of the WAL: not now
 	}
 	// The fence is asked before the snapshot is let go: a refusal after it left the WAL
-	// unpinned, free for any writer to restart, and the next look read every page (red team 44).
+	// unpinned, free for any writer to restart, and the next look read every page.
 	if r.o.Fence != nil {
 		if err := r.o.Fence(); err != nil {
 			return err
@@ -690,8 +690,8 @@ func (r *Replicator) restartWAL(ctx context.Context) error {
 	r.wal.dv = -1 // this connection's own commit does not move its data_version
 	// A commit that found another reader still on the WAL appended to it rather than
 	// restarting it: then there is no restart to recognise, and a marker kept would let a
-	// later restart by someone else whose first frame happened to match it pass as proven
-	// (red team 44). The header says which, for the salts change only with a restart.
+	// later restart by someone else whose first frame happened to match it pass as proven.
+	// The header says which, for the salts change only with a restart.
 	if h, ok := r.walHeaderNow(); ok && h.Salt == r.wal.pos.Salt {
 		_, err = r.look(ctx)
 		return err

@@ -25,7 +25,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// Red team 44: attacks on the replicator's WAL-frame index (look.go, wal.go).
+// Attacks on the replicator's WAL-frame index (look.go, wal.go).
 
 // walChain continues SQLite's WAL checksum s over b (little-endian words: the magic's low bit
 // is clear on the hosts the tests run on, which the test checks).
@@ -381,7 +381,7 @@ func TestRedTeam44WAL_SnapshotHoldsAgainstAnotherProcess(t *testing.T) {
 	sameAsSource(t, r, o, db)
 }
 
-// errRT44Fence is the fence's refusal in the red team's tests.
+// errRT44Fence is the fence's refusal in the attack tests.
 var errRT44Fence = errors.New("red team 44: the fence refuses")
 
 // TestRedTeam44WAL_FenceFailsBetweenWitnessAndShip: the fence refuses uploads at random (a

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/replicate"
 )
 
-// Red team 46x: replica prefix ownership (owner.go, prune.go, replicate.go).
+// Replica prefix ownership (owner.go, prune.go, replicate.go).
 
 // TestRedTeam46xOwner_UppercaseAliasPrunesOwnLiveGeneration: attack: a bucket writer (who can
 // put objects, e.g. a write-only credential, or another home's misconfigured tooling) plants

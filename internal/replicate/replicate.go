@@ -1,5 +1,5 @@
 // Package replicate ships agora's SQLite databases (agora.db, orch.db) to S3-compatible object
-// storage as they change, and restores them: the state that survives a lost disk (#31).
+// storage as they change, and restores them: the state that survives a lost disk.
 //
 // Why not litestream: its v0.5 module requires mattn/go-sqlite3 (cgo) beside modernc, the AWS,
 // Azure, GCS, NATS and SFTP SDKs, and its own S3 client, which agora's egress policy would not
@@ -202,10 +202,9 @@ func openDB(path string, readOnly bool) (*sql.DB, error) {
 // nameAfterExisting names this generation after every generation already in the bucket, and
 // refuses to start one where the newest is another home's (owner.go).
 // Generations sort by their creation time, read from the clock of whichever host began them;
-// the leader before this one (another host, #31) may have run ahead of this host's clock, and
+// the leader before this one (another host) may have run ahead of this host's clock, and
 // a generation named by this clock alone would then sort before its predecessor's, so the
-// next restore would bring back the older state and drop everything this one shipped
-// (red team 34).
+// next restore would bring back the older state and drop everything this one shipped.
 func (r *Replicator) nameAfterExisting(ctx context.Context) error {
 	gens, err := generations(ctx, r.o.Client, r.o.DB)
 	if err != nil {

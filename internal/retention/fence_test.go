@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// TestPurge_FenceShutMidSweep is the attack of an old leader's sweep (#31): the process's
+// TestPurge_FenceShutMidSweep is the attack of an old leader's sweep: the process's
 // fence closes (another replica took the Lease) after a batch was recorded and before its
 // blobs are deleted. No blob is deleted once the fence refuses; the recorded purges stay
 // pending, and a sweep under an open fence (the leader's) finishes them.

@@ -33,7 +33,7 @@ type RunsKept struct {
 	// Unfolded: runs kept because a record of orch.db's row log not yet folded into its tasks
 	// and attempts tables names them (orch's rowlog.go; unfolded.go here): a crash may have
 	// left a sealed run's last rows there, which a purge would not count and the fold would
-	// then drop (red team 35). Runs no waiting record names are purged meanwhile.
+	// then drop. Runs no waiting record names are purged meanwhile.
 	Unfolded int `json:"unfolded"`
 	// UnfoldedRuns are their ids, oldest first.
 	UnfoldedRuns []string `json:"unfolded_runs,omitempty"`
@@ -86,7 +86,7 @@ func PlanRuns(ctx context.Context, db *sql.DB, age time.Duration, now time.Time)
 		case !utf8.ValidString(it.Run) || !utf8.ValidString(it.Name) || !utf8.ValidString(it.State) || !utf8.ValidString(it.Digest):
 			// Never from the engine either (its log takes only UTF-8); the purge's entry
 			// could not be written, and its batch's transaction, and every later batch, would
-			// fail at each sweep, so no run would ever be purged (red team 34).
+			// fail at each sweep, so no run would ever be purged.
 		case sealed == "":
 			kept.Unsealed++
 		case scheduled:

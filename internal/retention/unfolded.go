@@ -12,7 +12,7 @@ import (
 // records; each names the runs whose rows it changes in its runs column (a JSON array of run
 // ids, orch's commit.go logRuns), written in the record's own insert. While a record waits,
 // exactly those runs are kept (a purge would not count their rows in the log, and the fold
-// would then drop them: red team 35) and so are their attempts' dispatches (an attempt only in
+// would then drop them) and so are their attempts' dispatches (an attempt only in
 // the log is not in the attempts table the live-run check reads). Any other run goes as
 // policy says, so a serve that is never idle still purges.
 

@@ -39,7 +39,7 @@ func isSum(s string) bool {
 // hex), that a sandbox can run but not read: mode 0111, in dir (AGORA_HOME/runtime-bin, made
 // 0700), named by its digest.
 //
-// Why (red team 38): the agent's own tools (Claude Code's Bash, codex's shell) run as the
+// Why: the agent's own tools (Claude Code's Bash, codex's shell) run as the
 // CLI's uid in the CLI's PID namespace. A process running a file its user may read is
 // dumpable, so those tools could read the CLI's /proc/PID/environ (the relay token), open
 // its /proc/PID/fd/1 (the pipe the worker reads its events from) and ptrace it. The kernel

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkBlob puts and gets blobs through the local store and through S3 (a versitygw on
-// loopback, posix backend on the same disk) in the same run (#31). Each put is of new bytes
+// loopback, posix backend on the same disk) in the same run. Each put is of new bytes
 // (a fresh blob, as a dispatch's patch or log is); each get re-verifies the hash.
 func BenchmarkBlob(b *testing.B) {
 	srv := s3test.Shared(b)

@@ -43,7 +43,7 @@ const (
 	maxListBody = 4 << 20
 	// maxListPages caps the pages of one List: a million keys, twenty years of checkpoints
 	// every ten minutes. A server answering every page as truncated with a fresh token would
-	// otherwise keep List looping, no one request slow enough to time out (red team #31).
+	// otherwise keep List looping, no one request slow enough to time out.
 	maxListPages = 1000
 )
 
@@ -97,7 +97,7 @@ func New(cfg Config, creds Credentials, policy egress.Policy) (*Client, error) {
 // refuseRedirect refuses every redirect. Go's client would re-send a 307's body and every
 // header but Authorization (the session token, X-Amz-Security-Token, included) to wherever the
 // server points, and report the other host's 200 as the bucket's; an S3 server that redirects
-// names another region or endpoint, which the operator fixes in the config (red team #31).
+// names another region or endpoint, which the operator fixes in the config.
 func refuseRedirect(req *http.Request, _ []*http.Request) error {
 	return fmt.Errorf("the server redirected to %s://%s: S3 requests are not redirected; check the endpoint and region", req.URL.Scheme, req.URL.Host)
 }
@@ -195,7 +195,7 @@ func (c *Client) scrub(s string) string {
 }
 
 // scrubBody is scrub on an error reply before it is parsed and cut: a long session token cut
-// mid-way by the message's length cap would no longer match whole (red team #31). The
+// mid-way by the message's length cap would no longer match whole. The
 // replacements hold no XML markup.
 func (c *Client) scrubBody(b []byte) []byte {
 	for _, r := range c.secrets() {

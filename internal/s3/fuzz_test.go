@@ -44,7 +44,7 @@ func FuzzParseCredentials(f *testing.F) {
 }
 
 // FuzzParseVersions: a versions reply never panics the parser nor carries more than 1,000
-// entries (red team #31: verify --anchor-bucket reads it from the auditor's endpoint).
+// entries (verify --anchor-bucket reads it from the auditor's endpoint).
 func FuzzParseVersions(f *testing.F) {
 	f.Add([]byte(`<ListVersionsResult><IsTruncated>false</IsTruncated><Version><Key>a/b</Key><VersionId>1</VersionId></Version><DeleteMarker><Key>a/b</Key><VersionId>2</VersionId></DeleteMarker></ListVersionsResult>`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -55,8 +55,8 @@ func FuzzParseVersions(f *testing.F) {
 	})
 }
 
-// FuzzParseObjectLockConfiguration: a bucket's Object Lock reply never panics the parser (red
-// team #31: doctor reads it from the configured endpoint).
+// FuzzParseObjectLockConfiguration: a bucket's Object Lock reply never panics the parser
+// (doctor reads it from the configured endpoint).
 func FuzzParseObjectLockConfiguration(f *testing.F) {
 	f.Add([]byte(`<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled></ObjectLockConfiguration>`))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -19,7 +19,7 @@ var ErrNoObjectLock = errors.New("Object Lock is not enabled on the bucket")
 
 // CheckObjectLock asks the server whether the bucket has Object Lock enabled
 // (GetObjectLockConfiguration). An anchor bucket without it is refused here, before a
-// checkpoint's anchor fails on it (red team #31: doctor passed such a bucket).
+// checkpoint's anchor fails on it (doctor passed such a bucket).
 func (c *Client) CheckObjectLock(ctx context.Context) error {
 	resp, err := c.do(ctx, request{method: http.MethodGet, query: url.Values{"object-lock": {""}}, bucket: true})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/s3"
 )
 
-// TestRedTeam31_RedirectToAnotherHost (red team #31): an S3 endpoint that answers 307 to
+// TestRedTeam31_RedirectToAnotherHost: an S3 endpoint that answers 307 to
 // another host the egress policy allows. Go's client re-sends a 307's body and every header
 // but Authorization to the new host: the blob (a patch, a transcript), the session token
 // (X-Amz-Security-Token) and the signed date would reach a host agora was never configured to
@@ -56,7 +56,7 @@ func TestRedTeam31_RedirectToAnotherHost(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_SessionTokenEchoed (red team #31): a server that echoes the request's session
+// TestRedTeam31_SessionTokenEchoed: a server that echoes the request's session
 // token (X-Amz-Security-Token: a credential, like the keys) in its error message must not put
 // it into agora's error, which reaches logs, doctor rows and verify reports, whole or cut. The
 // access key id and secret are scrubbed; the session token is a credential too.
@@ -83,7 +83,7 @@ func TestRedTeam31_SessionTokenEchoed(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_EndlessListing (red team #31): a server that answers every list page as
+// TestRedTeam31_EndlessListing: a server that answers every list page as
 // truncated with a fresh continuation token would keep agora's anchoring (which lists the
 // log's anchors before each write) looping and growing forever: no request is slow, so no
 // timeout ends it. List gives up after a bounded number of pages, saying so.
@@ -107,7 +107,7 @@ func TestRedTeam31_EndlessListing(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_NamesOutsideTheCharset (red team #31): names an anchor's evidence or a blob
+// TestRedTeam31_NamesOutsideTheCharset: names an anchor's evidence or a blob
 // digest could smuggle past the prefix: percent-encoded separators, Unicode look-alikes of '.'
 // and '/', NUL, backslash, an over-long name. Each call refuses the name before any request.
 func TestRedTeam31_NamesOutsideTheCharset(t *testing.T) {
@@ -136,7 +136,7 @@ func TestRedTeam31_NamesOutsideTheCharset(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_HugeReplies (red team #31): a hostile endpoint's endless bodies are read only
+// TestRedTeam31_HugeReplies: a hostile endpoint's endless bodies are read only
 // up to each call's cap: an object of unannounced length past the caller's limit, a retention
 // reply, an Object Lock reply and a versions listing that never end. Each call fails, having
 // read at most its cap (a few MiB), never the stream.

@@ -16,8 +16,8 @@ import (
 
 // BenchmarkCollect1000 collects 1,000 output files of 4 KiB the way reconcile does: read,
 // redact, store as a blob (already present, so the store's hash and lookup are measured but
-// not an fsync per file, which would hide everything else). "capped" is the collection before
-// issue #11 (capped.NoFollow on the joined path, no hash check); "sandboxfs" resolves beneath
+// not an fsync per file, which would hide everything else). "capped" is the plain collection
+// (capped.NoFollow on the joined path, no hash check); "sandboxfs" resolves beneath
 // the directory with no symlink on the path and checks each declared SHA-256. Target: at most
 // 1.2x capped.
 func BenchmarkCollect1000(b *testing.B) {

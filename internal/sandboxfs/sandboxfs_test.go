@@ -122,7 +122,7 @@ func TestOpenRefusesSymlinkedRoot(t *testing.T) {
 	}
 }
 
-// TestSwapRace is the attack of issue #11: while the host reads outputs/a/secret.key, the
+// TestSwapRace is the swap attack on a host read: while the host reads outputs/a/secret.key, the
 // agent swaps directory a for a symlink to the host's keys and back. The host must only ever
 // get the decoy or a refusal, never the key.
 func TestSwapRace(t *testing.T) {

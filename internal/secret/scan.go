@@ -61,7 +61,7 @@ type pattern struct {
 // patterns is sorted by name. A trailing `(?:[^…]|\z)` stands in for a word boundary where the
 // credential's alphabet includes '-', which \b does not treat as a word character. Each window is
 // the longest match, plus one byte where a trailing check must see the byte after the match. The
-// table and its regexps are made on first use, not at init (#28): most agora processes never scan.
+// table and its regexps are made on first use, not at init: most agora processes never scan.
 var patterns = sync.OnceValue(newPatterns)
 
 func newPatterns() []pattern {

@@ -252,8 +252,8 @@ func TestScan_AdversarialInputsStayLinear(t *testing.T) {
 	size := 256 << 10
 	fill := func(unit string) []byte { return []byte(strings.Repeat(unit, size/len(unit))) }
 	// Both sides are timed in this process's CPU time, not wall time: on a loaded machine a
-	// wall clock counts the time the scan waited for a core, and CI of session 37 (load 25)
-	// timed ordinary text in a quiet moment and an input in a busy one, 150x apart.
+	// wall clock counts the time the scan waited for a core, and at load 25 ordinary text
+	// timed in a quiet moment and an input in a busy one can be 150x apart.
 	start := cpuTime(t)
 	Scan(mixedText(size), nil)
 	limit := 2*time.Second + 100*(cpuTime(t)-start)

@@ -24,7 +24,7 @@ func TestSplit(t *testing.T) {
 		{"single quotes keep everything", `printf '%s\n' 'a "b" $c ; d'`, []string{"printf", `%s\n`, `a "b" $c ; d`}, ""},
 		{"empty quoted words count", `touch '' ""`, []string{"touch", "", ""}, ""},
 		{"quotes join a word", `a'b'"c"d`, []string{"abcd"}, ""},
-		// What Codex 0.169.0 reports for a script holding a single quote (finding 2).
+		// What Codex 0.169.0 reports for a script holding a single quote.
 		{"double-quoted script", `/usr/bin/bash -lc "printf '%s\\n' 'LINE' > NOTES.md && cat NOTES.md"`,
 			[]string{"/usr/bin/bash", "-lc", `printf '%s\n' 'LINE' > NOTES.md && cat NOTES.md`}, ""},
 		{"double quotes: backslash escapes $ ` \" \\", "echo \"\\$ \\` \\\" \\\\\"", []string{"echo", "$ ` \" \\"}, ""},

@@ -32,7 +32,7 @@ func truncateChild(path string) {
 	fmt.Println("busy", busy)
 }
 
-// TestOpen_AgainKeepsTheProcesssLocks (red team 44): Open made the files private by opening
+// TestOpen_AgainKeepsTheProcesssLocks: Open made the files private by opening
 // and closing the database, -wal and -shm, and closing any descriptor of a file drops every
 // POSIX lock the process holds on it: a process opening a database it already had open (a
 // handoff's, a checkpointer's) silently lost its read locks, its -shm marks among them (a

@@ -44,8 +44,8 @@ func write(t *testing.T, db *store.DB) {
 	}
 }
 
-// TestOpen_FilesArePrivate: under the usual umask 022 (orch/orch.db was 0644, finding 11 of
-// issue #11), the database and the -wal and -shm files SQLite creates beside it are 0600.
+// TestOpen_FilesArePrivate: under the usual umask 022 (which would make orch/orch.db 0644),
+// the database and the -wal and -shm files SQLite creates beside it are 0600.
 func TestOpen_FilesArePrivate(t *testing.T) {
 	withUmask(t, 0o022)
 	path := filepath.Join(t.TempDir(), "orch.db")

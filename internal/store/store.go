@@ -114,8 +114,8 @@ func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
 // An existing file is opened O_PATH only: closing any other descriptor of a file drops every
 // POSIX lock this process holds on it, and a process opening a database it has open already
 // (a handoff's, a checkpointer's) would lose its connections' locks, the -shm's read marks
-// among them, letting another process restart or reset the WAL under its readers (red team
-// 44). An O_PATH descriptor's close releases no lock (the kernel skips it for path-only files).
+// among them, letting another process restart or reset the WAL under its readers.
+// An O_PATH descriptor's close releases no lock (the kernel skips it for path-only files).
 func private(path string) error {
 	// A database created here: no lock of this process can be on a file it creates now.
 	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {

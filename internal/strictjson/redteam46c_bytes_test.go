@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
-// Red team 46c of "a byte string has one spelling" (#46): every way a []byte can be reached
+// Every way a []byte can be reached
 // (named types, pointers, maps, arrays of them, embedded fields) keeps the one spelling, and
 // the spelling that is not a string at all, a JSON array of numbers, which encoding/json also
 // decodes into a []byte, is refused.

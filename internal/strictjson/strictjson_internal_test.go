@@ -168,8 +168,8 @@ func FuzzWalk_SyntaxMatchesJSONValid(f *testing.F) {
 			t.Fatalf("the walk refuses the syntax of %q, json.Valid accepts it", b)
 		}
 		// The walk and encoding/json disagreeing is the bug this looks for; a number refused
-		// because other readers would disagree on its value (more than 800 digits, red team
-		// 42) is a deliberate refusal of valid JSON.
+		// because other readers would disagree on its value (more than 800 digits)
+		// is a deliberate refusal of valid JSON.
 		if _, err := check(b, nil); err != nil && valid && strings.Contains(err.Error(), "strictjson and encoding/json disagree") {
 			t.Fatalf("check(%q): %v", b, err)
 		}

@@ -212,7 +212,7 @@ func FuzzCheck(f *testing.F) {
 	})
 }
 
-// TestUnmarshal_BytesOneSpelling (#46): a []byte field takes only canonical base64 (padded
+// TestUnmarshal_BytesOneSpelling: a []byte field takes only canonical base64 (padded
 // standard alphabet, zero padding bits, no line breaks, no JSON escape): encoding/json alone
 // takes every spelling below as the same bytes, so a signed document's bytes could change
 // under an unchanged meaning.

@@ -6,7 +6,7 @@ import (
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
-// TestLoneSurrogates_KeysRefusedValuesReplaced pins a decision (red team 42's leftover): a
+// TestLoneSurrogates_KeysRefusedValuesReplaced pins a decision: a
 // lone UTF-16 surrogate escape (\ud800 without its pair) is kept in a string value, read as
 // U+FFFD, the one reading every agora process makes; it is not refused, because the agent
 // CLIs' events carry model and tool text that JavaScript cut mid-pair (a truncated tool

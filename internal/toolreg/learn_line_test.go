@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/shellwords"
 )
 
-// TestView_LearnCommandLineReadsBack (#30, suggest): a would_deny's command line reads back as
+// TestView_LearnCommandLineReadsBack (suggest): a would_deny's command line reads back as
 // exactly the argv that ran. Joined with bare spaces, ["git", "status --exec=x"] read back as
 // a three-word command that never ran, which `agora capability suggest` would have proposed.
 // Failed before: the line was strings.Join(argv, " ").

@@ -24,7 +24,7 @@ func (l *learnRecorder) WouldDeny(_ context.Context, d Decision) error {
 	return nil
 }
 
-// TestView_Learn (#30): a learn view offers every registered tool; a call its grant would
+// TestView_Learn: a learn view offers every registered tool; a call its grant would
 // refuse is reported as would_deny (with the command of run_command, masked) before it runs,
 // and runs with Call.Learn; a granted call is not reported. The attacks: a would_deny that is
 // not on record does not run, and a learn view whose auditor cannot record would_deny refuses

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
-// TestServer_HeldCallShowsWhatIsApproved is issue #26 finding 4 on the dispatch page: a held
+// TestServer_HeldCallShowsWhatIsApproved, on the dispatch page: a held
 // call shows the fields the CLI shows (rule, size of the arguments, digest, the preview with
 // its cut marker) and, while it is pending, the command that prints its whole arguments.
 func TestServer_HeldCallShowsWhatIsApproved(t *testing.T) {

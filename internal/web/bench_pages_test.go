@@ -28,7 +28,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
-// The 100,000-task harness (docs/BENCHMARKS.md, "Web pages at 100,000 tasks"). It seeds one
+// The 100,000-task harness (docs/benchmarks-history.md#web-pages-at-100000-tasks-issue-26-finding-8). It seeds one
 // home with a sealed, succeeded run of 100,000 tasks (1,000 layers of 100, two dependencies
 // each; every task one attempt with usage, its audit entries in orch.db and its dispatch
 // record in agora.db), written in SQL straight into the databases the pre-change binary

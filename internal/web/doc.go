@@ -12,7 +12,7 @@
 // held call) need an operator token (ceiling orchestrate), a CSRF token bound to the session
 // on cookie requests, and are recorded with "web:" and the token's name as the actor.
 //
-// With auth.oidc.web a browser may instead sign in at the identity provider (oidc.go, #31):
+// With auth.oidc.web a browser may instead sign in at the identity provider (oidc.go):
 // the code flow with PKCE, state and nonce; the rules give the account its role (operator or
 // viewer); the session is the same kind, bound to the subject and ending with the ID token,
 // and its actions are recorded as web:oidc:ISSUER#sub.

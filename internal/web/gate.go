@@ -15,7 +15,7 @@ import (
 // half of one core: on a two-core host the engine and its workers keep the rest. A page
 // answers as soon as its read ends: the pause delays the next reader, not it.
 //
-// Readers never starve each other (#26): the requests that wait are queued per client (the
+// Readers never starve each other: the requests that wait are queued per client (the
 // principal: a token's name, whether it came as a bearer token or through any of its
 // sessions; never the source address, which a proxy shares), and turns go round the clients
 // that wait, one request each, so a client with many requests waiting costs every other

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// TestServer_LearnShown (#30): a learn dispatch is marked learn on the dispatches page and its
+// TestServer_LearnShown: a learn dispatch is marked learn on the dispatches page and its
 // own page; another dispatch is not. Failed before: the pages had no such mark.
 func TestServer_LearnShown(t *testing.T) {
 	now := time.Now()
@@ -44,11 +44,11 @@ func TestServer_LearnShown(t *testing.T) {
 	}
 }
 
-// TestServer_TargetLearnTaskMarked (#30, learn3): a plain task on a target a person put in
+// TestServer_TargetLearnTaskMarked: a plain task on a target a person put in
 // mode: learn runs as a learn dispatch; the run page badges it (learn) and its task page says
 // why, like a plan's learn: true task, while a plain task's row and page say nothing. A learn
 // dispatch of another run marks nothing here. Failed before: the run page badged only a
-// plan's learn tasks (red team 31: "the web run page marks only plan-learn tasks").
+// plan's learn tasks ("the web run page marks only plan-learn tasks").
 func TestServer_TargetLearnTaskMarked(t *testing.T) {
 	now := time.Now()
 	recs := map[string]*dispatch.Record{

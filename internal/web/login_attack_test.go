@@ -34,8 +34,8 @@ var hostileNext = []string{
 
 // TestServer_LoginNextStaysOnThisServer logs in through the real handler with every hostile
 // next, given directly to POST /login and carried through GET /login?next=..., and checks
-// the browser is sent to "/" on this server: finding 8 of #26 (Location: /\t/evil.example/x
-// sent a fresh operator to evil.example).
+// the browser is sent to "/" on this server (Location: /\t/evil.example/x
+// would send a fresh operator to evil.example).
 func TestServer_LoginNextStaysOnThisServer(t *testing.T) {
 	e := start(t)
 	for _, next := range hostileNext {
@@ -120,8 +120,8 @@ func loginStatus(t *testing.T, c *http.Client, base, token string) int {
 
 // TestServer_LoginFloodIsPerSource floods the login with wrong tokens from one source: that
 // source's guesses are limited (429), while another source's guesses are not, and a correct
-// token gets in from every source, the flooding one included: finding 8 of #26 (one global
-// bucket let anyone who reaches the port lock every browser out). The server's clock stands
+// token gets in from every source, the flooding one included (one global
+// bucket would let anyone who reaches the port lock every browser out). The server's clock stands
 // still: to the limiter the whole flood is one instant, however slowly a loaded machine
 // serves it, so exactly the burst gets through.
 func TestServer_LoginFloodIsPerSource(t *testing.T) {
@@ -185,8 +185,8 @@ func TestServer_LoginFloodIsPerSource(t *testing.T) {
 
 // TestServer_SessionsBoundedPerToken logs in with the read-only token more times than the
 // server keeps sessions: the operator still logs in and acts, the reader's newest sessions
-// work and its oldest is gone: finding 8 of #26 (a read-only token filled all 1,024 sessions
-// and the operator got 503).
+// work and its oldest is gone (otherwise a read-only token fills all 1,024 sessions
+// and the operator gets 503).
 func TestServer_SessionsBoundedPerToken(t *testing.T) {
 	e := start(t)
 	first, _ := login(t, e, readToken)

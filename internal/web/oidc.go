@@ -15,7 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/oidcauth"
 )
 
-// OIDC is the web view's sign-in from an OpenID Connect provider (#31, auth.oidc.web): the
+// OIDC is the web view's sign-in from an OpenID Connect provider (auth.oidc.web): the
 // authorization code flow with PKCE (S256), state and nonce; the ID token is validated by
 // Verifier (oidcauth.NewWeb: the web client id is its audience) and its claims mapped to a
 // role by auth.oidc's rules. Static tokens keep working beside it.
@@ -33,7 +33,7 @@ const (
 	flowTTL = 10 * time.Minute
 	// maxFlows bounds the sign-ins pending at once; starting one more drops the oldest of
 	// the source (an address, an IPv6 /64: sourceOf) with the most pending, so no one source
-	// can push the others' sign-ins out by starting flows it never finishes (#31 red team 33),
+	// can push the others' sign-ins out by starting flows it never finishes,
 	// and browsers behind one proxy (one source) still have the whole table.
 	maxFlows = 1024
 )
@@ -94,7 +94,7 @@ func (f *flows) add(fl *flow, now time.Time) {
 		f.order = f.order[1:]
 	}
 	// Full: the oldest flow of the source holding the most goes, never the globally oldest
-	// (#31 red team 33: one client starting maxFlows sign-ins cancelled every sign-in under
+	// (one client starting maxFlows sign-ins cancelled every sign-in under
 	// way). Only a full table pays for the scans.
 	if len(f.m) >= maxFlows {
 		most := 0

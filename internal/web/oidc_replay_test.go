@@ -9,7 +9,7 @@ import (
 )
 
 // TestServer_OIDCTokenReplayedToTheWebView: the web view signs in from the provider only by
-// the code flow (oidc.go, #31), so a provider's token, however valid for MCP, must open nothing
+// the code flow (oidc.go), so a provider's token, however valid for MCP, must open nothing
 // here: not as a bearer token on the API, not as the session cookie, not as the login form's
 // token.
 func TestServer_OIDCTokenReplayedToTheWebView(t *testing.T) {

@@ -81,7 +81,7 @@ type Sources struct {
 	// Queues lists agora.yaml's queues with their running tasks and depth (*orch.Engine's
 	// Queues): the runs page lists them, a run's page shows its own.
 	Queues func(ctx context.Context) ([]api.Queue, error)
-	// Warm returns the warm slots serve holds, per target (#30: its standby supervisors);
+	// Warm returns the warm slots serve holds, per target (its standby supervisors);
 	// the runs page shows a line per warm target. Nil when serve holds none.
 	Warm func() []warm.Counts
 }

@@ -38,7 +38,7 @@ func TestQueuesAndScheduledRun(t *testing.T) {
 	}
 }
 
-// The runs page shows a line per warm target (#30): ready of wanted, claimed, cold
+// The runs page shows a line per warm target: ready of wanted, claimed, cold
 // fallbacks and failures, as serve's standbys count them at the request.
 func TestRunsPage_WarmSlots(t *testing.T) {
 	o := newFakeOrch(api.Task{ID: "a", State: api.TaskReady, Subagent: "coder"})

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// chanGate is the reads gate before #26's fair queuing (one semaphore shared by every
+// chanGate is a reads gate without fair queuing (one semaphore shared by every
 // client), kept here as the baseline of BenchmarkReadGate.
 type chanGate chan struct{}
 

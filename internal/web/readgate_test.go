@@ -52,7 +52,7 @@ func (l *turnLog) len() int {
 	return len(l.who)
 }
 
-// TestServer_ReaderCannotStarveOperator (#26 red team D): a read-only token fires 64 slow
+// TestServer_ReaderCannotStarveOperator: a read-only token fires 64 slow
 // reads of a large run at once, half with its bearer token and half through a session of
 // its own; the operator's page load, sent while they wait, is answered within a few of the
 // reader's turns, not after all of them (nor 503 after readWait). Turns are counted, not

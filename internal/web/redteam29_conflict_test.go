@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// TestRedTeam29_ConflictIsInertJSON (#29 red team, surface 6): an action the engine refuses
+// TestRedTeam29_ConflictIsInertJSON: an action the engine refuses
 // (posted straight at the endpoint, without a button: a script's bearer, or a stale page's
 // form with its CSRF token) answers 409 as JSON: application/json with nosniff, "conflict:"
 // once, and the engine's words, whatever they hold (markup, a bidirectional override, a

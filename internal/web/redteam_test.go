@@ -22,7 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// Red team D of #26: the web view attacked as a hostile page, a hostile network client and a
+// The web view attacked as a hostile page, a hostile network client and a
 // hostile agent would.
 
 // TestRedTeamWeb_LoginNextDotSegments: targets that stay paths to a parser that resolves no
@@ -632,8 +632,8 @@ func TestRedTeamWeb_InvisibleTextInJSON(t *testing.T) {
 
 // TestRedTeamWeb_ReaderStreamsLeaveRoomForOthers: a read-only token opens live streams until
 // the listener's every connection is one of them (each page's stream holds a connection as
-// long as it is open); the operator must still get in and act, as with the sessions of
-// finding 8. The reader's streams past its share are refused, and the refused connection is
+// long as it is open); the operator must still get in and act, as with the login
+// sessions. The reader's streams past its share are refused, and the refused connection is
 // closed rather than kept idle.
 func TestRedTeamWeb_ReaderStreamsLeaveRoomForOthers(t *testing.T) {
 	e := start(t)

@@ -9,8 +9,8 @@ import (
 // TestUI_RedTeamWeb_LoginNextDotSegments logs in, in headless Chromium, from login pages
 // whose next a browser resolves with dot segments, encoded dots and slashes, or reads past
 // a query or fragment: every login lands on this server and Chromium asks no other origin
-// for anything. Red team D of #26 (the fix of finding 8 checked its targets with Go's
-// parser; this asks the browser's).
+// for anything (the unit tests check the targets with Go's parser; this asks the
+// browser's).
 func TestUI_RedTeamWeb_LoginNextDotSegments(t *testing.T) {
 	requireUI(t)
 	e := newUIEnv(t)

@@ -10,7 +10,7 @@ import (
 
 // TestServer_RetryFailedRetriesEachFailedTask: the run page's "Retry failed tasks" retries
 // every failed task, one engine retry each (the engine refuses a retry that names no task,
-// so the button did nothing but answer 409), and leaves the others alone (#29 finding 8).
+// so the button did nothing but answer 409), and leaves the others alone.
 func TestServer_RetryFailedRetriesEachFailedTask(t *testing.T) {
 	o := newFakeOrch(
 		api.Task{ID: "a", State: api.TaskFailed, Subagent: "coder"},

@@ -15,7 +15,7 @@ import (
 
 // TestServer_ToolCallDecisionsShownAsRecorded: a dispatch page's tool-call table shows each
 // decision as the gateway recorded it, ran-outside-grant (an action codex had started outside
-// the grant, #26 finding 2) marked as the failure it is, like denied, and never as a refusal
+// the grant) marked as the failure it is, like denied, and never as a refusal
 // or an allowed call.
 func TestServer_ToolCallDecisionsShownAsRecorded(t *testing.T) {
 	now := time.Now()

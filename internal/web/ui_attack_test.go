@@ -11,8 +11,8 @@ import (
 // TestUI_LoginNextLandsHere logs in, in headless Chromium, from login pages whose next points
 // off the server in the ways a browser normalises (a TAB it drops, a backslash it reads as a
 // slash, a leading //, encoded forms, a scheme): every login lands on this server, and the
-// browser never asks another origin for anything. Finding 8 of #26 (login?next=/%09/evil.example/x
-// sent a fresh operator to evil.example).
+// browser never asks another origin for anything (login?next=/%09/evil.example/x
+// would send a fresh operator to evil.example).
 func TestUI_LoginNextLandsHere(t *testing.T) {
 	requireUI(t)
 	e := newUIEnv(t)
@@ -43,7 +43,7 @@ func TestUI_LoginNextLandsHere(t *testing.T) {
 // TestUI_BidiShownEscaped runs a real agent that writes RIGHT-TO-LEFT OVERRIDE into its
 // output, an output file's name and its question, and reads its dispatch page in headless
 // Chromium: the text shows the override escaped (invoice\u202efdp.exe) and never holds it.
-// Finding 8 of #26 (an output invoice<U+202E>fdp.exe read invoiceexe.pdf).
+// An output invoice<U+202E>fdp.exe would read invoiceexe.pdf.
 func TestUI_BidiShownEscaped(t *testing.T) {
 	requireUI(t)
 	e := newUIEnv(t)

@@ -18,7 +18,7 @@ import (
 const uiOIDCSecret = "ui-oidc-web-secret-0123456789"
 
 // TestUI_OIDCChromium signs in to the real binary's web view in headless Chromium through the
-// real identity provider's login page (#31): a viewer (group readers) sees the running run
+// real identity provider's login page: a viewer (group readers) sees the running run
 // without its cancel button and is refused a cancel posted with its own session and CSRF
 // token; an operator (group platform) cancels the run from its page, recorded in the audit
 // as web:oidc:ISSUER#id1. The session cookie is HttpOnly and Strict.

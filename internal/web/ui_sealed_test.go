@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// TestUI_SealedRunOffersNoActions (#29 finding 8): in real Chromium, an open run's page
+// TestUI_SealedRunOffersNoActions: in real Chromium, an open run's page
 // offers Cancel (and no Retry: nothing failed); once the run is cancelled elsewhere and
 // sealed, the page left open answers its Cancel button with a JSON error that says
 // "conflict:" once (it was the plain text "conflict: conflict: ..."), and a reload offers

@@ -443,7 +443,7 @@ func TestUI_Chromium(t *testing.T) {
 		t.Errorf("the run bundle's verification shows %q, want verified at tier tamper-detecting", txt)
 	}
 	b.shot("run-succeeded")
-	// #30 learn2: the plan's learn task carries a visible badge in the tasks table, and only it.
+	// The plan's learn task carries a visible badge in the tasks table, and only it.
 	if txt := b.must(map[string]any{"op": "text", "selector": `table#tasks tr[data-task="docs"] .learn`}).Text; txt != "(learn)" {
 		t.Errorf("the learn task's row shows %q, want a (learn) badge", txt)
 	}

@@ -119,8 +119,8 @@ func fetch(t *testing.T, e env, token, path string) string {
 
 // TestServer_HostPathsHiddenInFreeText: a read-only viewer finds the repository's path in no
 // string of any page, API answer or event stream (failure details, agent output, events,
-// audit details), and an operator still sees it: finding 8 of #26 (a task's failure detail
-// "repository /tmp/.../private-repo is not a directory" reached read-only viewers).
+// audit details), and an operator still sees it (a task's failure detail
+// "repository /tmp/.../private-repo is not a directory" must not reach read-only viewers).
 func TestServer_HostPathsHiddenInFreeText(t *testing.T) {
 	e := startHostile(t)
 	for _, path := range viewed {
@@ -138,8 +138,8 @@ func TestServer_HostPathsHiddenInFreeText(t *testing.T) {
 
 // TestServer_BidiEscaped: agent-written bidirectional controls and control characters reach
 // no page, API answer or event stream as they are: pages and streams show them escaped as the
-// CLI prints them (\u202e), JSON carries them as JSON escapes. Finding 8 of #26 (an output
-// invoice<U+202E>fdp.exe read invoiceexe.pdf).
+// CLI prints them (\u202e), JSON carries them as JSON escapes (an output
+// invoice<U+202E>fdp.exe would read invoiceexe.pdf).
 func TestServer_BidiEscaped(t *testing.T) {
 	e := startHostile(t)
 	for _, token := range []string{opToken, readToken} {

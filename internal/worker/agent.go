@@ -65,7 +65,7 @@ func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string, prox
 // a bare repository by its look (HEAD, objects/, refs/ and a config beside them): such a
 // config is the agent's or the repository's own writing, and names programs git runs
 // (core.fsmonitor with core.worktree runs on `git status`), so a granted git command run in
-// it (codex's workdir, a cd) would run anything (issue 26 red team). safe.bareRepository is
+// it (codex's workdir, a cd) would run anything. safe.bareRepository is
 // read only from protected configuration, which GIT_CONFIG_COUNT is (command-line scope);
 // it is added after any pairs the env bundle set.
 func refuseImplicitBareRepos(env map[string]string) {

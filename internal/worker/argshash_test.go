@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
-// TestArgsHash_KeyOrder (learn3): claude prints a call's input as the model wrote it and
+// TestArgsHash_KeyOrder: claude prints a call's input as the model wrote it and
 // gives its hook the input in its own schema's key order; the hook's report and the printed
 // call must hash alike, or the worker takes a real would_deny for one naming another call
 // and stops the run (it did, for a WebFetch written {"prompt","url"}). Different inputs

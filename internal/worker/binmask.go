@@ -18,7 +18,7 @@ const maxMaskedBinaries = 4096
 // secret value (in any form the redactor knows) with its redacted bytes. The host redacts
 // the patch text, but `git diff --binary` deflates and base85-encodes binary content, which
 // hides a secret from it; a build product with the token baked in would otherwise carry the
-// secret to whoever applies the patch (issue #11 red team). The workspace is not touched:
+// secret to whoever applies the patch. The workspace is not touched:
 // only what the patch says changes. A text file is left to the host's redaction.
 func (r *runner) maskBinarySecrets(ctx context.Context) error {
 	if len(r.secrets) == 0 {

@@ -18,7 +18,7 @@ import (
 // dispatch claimed it: the worker exits having read nothing.
 var errNoClaim = errors.New("the warm slot was discarded before a dispatch claimed it")
 
-// waitForClaim holds a worker started ahead in a warm slot (#28/#30 prewarm: the host named
+// waitForClaim holds a worker started ahead in a warm slot (the host named
 // its claim pipe in [wire.ClaimFDEnv]) until its dispatch's files are attached: one byte on
 // the pipe. Until then the worker has touched nothing under its layout root and no process
 // but it exists in the sandbox (the warm-up's pidfd probe exits at once). It then re-enters its working directory by path (the one it
@@ -66,7 +66,7 @@ func waitForClaim() error {
 }
 
 // warmUp does, while a worker started ahead waits for its claim, the first-use work that
-// every run does and no claim shapes (#30: 0.9 of a warm claim's 2.6 ms in the worker): the
+// every run does and no claim shapes (0.9 of a warm claim's 2.6 ms in the worker): the
 // manifest's strict decoder and checks (the reflection of its types, the patterns compiled on
 // first use), the subagent document's and the result's codecs, and the pidfd probe os/exec
 // makes before its first start (a child that exits at once; a cold worker's first start

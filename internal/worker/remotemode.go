@@ -24,7 +24,7 @@ func runRemote(ctx context.Context, opts options) int {
 	}
 	start := workerremote.Start
 	if workerremote.SlotEnabled() {
-		// A warm slot's worker (#30): it claims its dispatch, then fetches its files itself.
+		// A warm slot's worker: it claims its dispatch, then fetches its files itself.
 		start = workerremote.StartSlot
 	}
 	rw, err := start(ctx, opts.Root, opts.Stdout, opts.Stderr)

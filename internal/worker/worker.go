@@ -64,7 +64,7 @@ type options struct {
 func Main(ctx context.Context, stdout, stderr io.Writer) int {
 	// First of all: nothing running as our uid may attach to us (ptrace, /proc/PID/mem,
 	// process_vm_writev, pidfd_getfd). The agent shares the uid; without this it could
-	// rewrite the worker's memory and with it result.json's hashes (issue #11). The agent's
+	// rewrite the worker's memory and with it result.json's hashes. The agent's
 	// own programs become dumpable again at exec; that is theirs.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fmt.Fprintf(stderr, "agora worker: make the worker non-dumpable: %v\n", err)

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// The worker's key (#30 F7; the gateway's side is modelgw/workerkey.go). Anything in the
+// The worker's key (the gateway's side is modelgw/workerkey.go). Anything in the
 // sandbox can reach the gateway and report a would_deny; `agora capability suggest` turns
 // would_denies into a grant, so the gateway records who could have sent each one. In a learn
 // dispatch of a model runtime the worker makes a random key before the first process that is

@@ -33,7 +33,7 @@ func startLearnGateway(t *testing.T, a *memAuditor) string {
 	return sock
 }
 
-// TestClaimGateway (#30 F7, learn2): a learn dispatch's worker claims its gateway with a key
+// TestClaimGateway: a learn dispatch's worker claims its gateway with a key
 // of its own before anything else runs and sends it with each report, which the gateway then
 // records as the worker's; the key is on no request but /audit/tool's. The attack: something
 // claimed the gateway first (an agent that beat the worker to it): the worker's claim fails,
@@ -108,7 +108,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestClaimGateway_RemoteMode (#30): in remote mode (a pod, a docker warm slot) the worker's
+// TestClaimGateway_RemoteMode: in remote mode (a pod, a docker warm slot) the worker's
 // claim goes through the network gateway's tunnel (dialHost), never the socket file, and only
 // for a model runtime's learn dispatch (verify found its gateway socket): an exec learn
 // dispatch has no model gateway, and its session no socket to tunnel to. Failed before: the

@@ -81,7 +81,7 @@ type pin struct {
 // tick, 1-10 ms), a change within the tick of the ctime leaves the ctime as it was, so an
 // identity taken then also describes the file as rewritten after it; once the clock is
 // more than a tick past the ctime, every change moves it. (A filesystem that keeps whole
-// seconds, such as ext4 with 128-byte inodes, is not covered.) #28 red team, session 3:
+// seconds, such as ext4 with 128-byte inodes, is not covered.) See
 // TestRedTeam28S3_CopyRewrittenWhileItIsHashedInTheSameTick.
 const racyWindow = 20 * time.Millisecond
 
@@ -185,7 +185,7 @@ func readIdentified(path string, id fileID, configured bool) ([]byte, error) {
 	if id.Size > maxSize {
 		return nil, &MissingError{Path: path, Configured: configured, Err: fmt.Errorf("over %d bytes, so not %s", maxSize, MainPath)}
 	}
-	// One buffer of the size id holds, read in full (#28 noop: io.ReadAll's doubling
+	// One buffer of the size id holds, read in full (io.ReadAll's doubling
 	// allocated ~60 MB to read a 13 MB worker). A file that shrank meanwhile ends early; one
 	// that grew or was rewritten no longer matches id below.
 	b := make([]byte, id.Size)
@@ -266,15 +266,15 @@ func (p *Pinner) writeCopy(path, digest string, b []byte) (fileID, int64, error)
 	}
 	// The temporary name goes before the copy's identity is taken: unlinking it changes the
 	// copy's link count and so its ctime, and an identity taken before would not match the
-	// next dispatch's stat, which would then read and hash the whole worker again (#28 noop).
+	// next dispatch's stat, which would then read and hash the whole worker again.
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fileID{}, 0, err
 	}
 	// The identity recorded is trusted by every later pin without a read, so it is taken of
 	// the bytes checked to be b's, not of whatever is at path: between the link and now the
 	// copy may have been replaced or rewritten (whoever can write AGORA_HOME, a sandbox: none
-	// agent), and a stat of the name recorded that file as the worker for good (#28 red team,
-	// session 3: TestRedTeam28S3_CopyChangedWhilePinnedIsNeverTrusted). One more hash of the
+	// agent), and a stat of the name recorded that file as the worker for good
+	// (TestRedTeam28S3_CopyChangedWhilePinnedIsNeverTrusted). One more hash of the
 	// copy, on a fresh pin only.
 	id, seen, ok := settledCopy(path, digest)
 	if !ok {

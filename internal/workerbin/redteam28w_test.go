@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Red team #28 (slim worker), target 1: what sits where agora looks for its worker, and what
+// What sits where agora looks for its worker, and what
 // happens to the pinned copy afterwards.
 
 // TestRedTeam28W_HostileSourcesFailClosed: whatever file is at the worker's path, a pin that

@@ -116,7 +116,7 @@ func checkFile(path string, st os.FileInfo, configured bool) error {
 // openDir returns a directory that anyone but its owner may write (and that has no sticky
 // bit) among the ancestors of path and of the file path's symlinks lead to: whoever can write
 // any of them can put another file where agora reads the worker, by replacing the file, a
-// directory on the way, or the link's target (red team #28: a link beside agora into an open
+// directory on the way, or the link's target (a link beside agora into an open
 // directory passed when only path's own directory was checked).
 func openDir(path string) (string, os.FileMode, bool) {
 	paths := []string{path}

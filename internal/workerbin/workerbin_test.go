@@ -317,7 +317,7 @@ func TestPin_RacingProcessesKeepTheFirstCopy(t *testing.T) {
 
 // TestPin_FreshPinIsTakenAsPinnedNext: the identity a fresh pin records for its copy is the
 // copy's identity once the pin is done, so the next dispatch takes it with two stat calls
-// instead of reading and hashing the worker again (#28 noop: the unlink of the temporary
+// instead of reading and hashing the worker again (the unlink of the temporary
 // name changed the copy's ctime after it was recorded, and the second dispatch of every
 // new worker build re-read it).
 func TestPin_FreshPinIsTakenAsPinnedNext(t *testing.T) {
@@ -339,7 +339,7 @@ func TestPin_FreshPinIsTakenAsPinnedNext(t *testing.T) {
 	}
 }
 
-// The attack on the pin a fresh pin now leaves in the index (#28 noop: before, the second
+// The attack on the pin a fresh pin now leaves in the index (before, the second
 // dispatch always read the worker again): the copy is rewritten at once after its pin, in
 // place, same size, its mtime set back. Only the ctime tells, and it must: every such
 // rewrite is pinned again and the bound copy holds the worker's bytes.

@@ -1,4 +1,4 @@
-// Command agora-oidc-op is the OpenID Connect provider agora's tests sign in against (#31): the
+// Command agora-oidc-op is the OpenID Connect provider agora's tests sign in against: the
 // OpenID-certified provider of github.com/zitadel/oidc (its op package, with the in-memory
 // storage and login page of its example server), wrapped so a test can script it:
 //

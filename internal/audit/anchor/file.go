@@ -2,7 +2,7 @@
 // [File] appends each checkpoint to a file on other storage and detects rollback and
 // truncation, [RFC3161] gets a timestamp token over it from a time-stamping authority, and
 // [Command] pipes it to an operator's program (an upload to object-lock storage, say), and
-// [S3] writes it as an Object Lock object to an S3 bucket (#31).
+// [S3] writes it as an Object Lock object to an S3 bucket.
 //
 // anchor runs on the host side. It reaches the network only through package egress (no proxy
 // variables, no private addresses unless the policy allows them) and never puts URL userinfo

@@ -134,7 +134,7 @@ func (a *S3) latest(ctx context.Context, refusal string) ([]byte, error) {
 // S3AnchorsAltered reports the first sign, in a listing of every version under a log's anchor
 // directory, that its anchors were written over or hidden: a delete marker, or a key with more
 // than one version (agora writes each anchor once, If-None-Match). Object Lock keeps the locked
-// versions; these hide or shadow them (red team #31).
+// versions; these hide or shadow them.
 func S3AnchorsAltered(versions []s3.ListedVersion) error {
 	seen := map[string]bool{}
 	for _, v := range versions {

@@ -166,31 +166,31 @@ func WouldDeny(kind string) bool {
 	return false
 }
 
-// RetentionPurged records products of an ended dispatch purged by retention (#31): subject
+// RetentionPurged records products of an ended dispatch purged by retention: subject
 // the dispatch, details the products (name, digest, class, size), why, and the purger's role.
 // It is written before the blobs are deleted, in the transaction that records the purge.
 const RetentionPurged = "retention.purged"
 
 // RetentionRunPurged records an ended, sealed orchestrator run whose rows retention removed
-// from orch.db (#31): subject run/<id>, details its plan's name and digest, state, end, task
+// from orch.db: subject run/<id>, details its plan's name and digest, state, end, task
 // and attempt counts, why, and the purger's role; never the plan body. It is appended to
 // orch.db's log in the transaction that deletes the rows, so neither exists without the other.
 const RetentionRunPurged = "retention.run_purged"
 
 // RetentionReplicaPruned records a generation of a database's replica deleted from the
-// bucket under replicate.keep_generations (#31): subject [Replica] (replica/DB/GENERATION),
+// bucket under replicate.keep_generations: subject [Replica] (replica/DB/GENERATION),
 // details db, generation, began, segments, kept (the whole generations kept, newest first),
 // why and the pruner's role. It is committed to agora.db before the first segment is deleted.
 const RetentionReplicaPruned = "retention.replica_pruned"
 
 // RetentionReplicaLeft records a generation in this home's replica prefix that is not this
-// home's (another home's agora.yaml names the same bucket and prefix, #46), which a prune
+// home's (another home's agora.yaml names the same bucket and prefix), which a prune
 // leaves: subject [Replica], details db, generation, claims (the identity its first segment's
 // header names, not authenticated), why and the pruner's role. Recorded once per generation,
 // by the first prune that leaves it.
 const RetentionReplicaLeft = "retention.replica_left"
 
-// The leader lease of `agora orch serve` (#31, internal/lease). Actor "system", subject
+// The leader lease of `agora orch serve` (internal/lease). Actor "system", subject
 // [Lease] (lease/NAMESPACE/NAME), details identity (this replica's holderIdentity) and, on
 // [LeaderAcquired], previous (the holder it took over from, "" if none) and restored (the
 // replica's databases were restored into the home first).

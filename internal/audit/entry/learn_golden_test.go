@@ -13,7 +13,7 @@ import (
 
 var updateLearn = flag.Bool("update-learn", false, "write testdata/learn-log.jsonl from the literal learn entries (once, when the kinds were added)")
 
-// learnGoldenPath pins the bytes of the learn kinds (#30), written once by
+// learnGoldenPath pins the bytes of the learn kinds, written once by
 // `go test -run TestGolden_LearnKinds -update-learn` from the literal spellings below, the
 // day they were added; `agora capability suggest` reads these details.
 const learnGoldenPath = "testdata/learn-log.jsonl"

@@ -64,7 +64,7 @@ var hostileDetails = []string{
 	`{"host":null,"port":"x","decision":"allowed","decision":"denied","HOST":"upper"}`,
 }
 
-// Red team #28 (vocab): the typed readers read hostile details exactly as 99408dd's obs and web
+// The typed readers read hostile details exactly as 99408dd's obs and web
 // readers did, and never panic.
 func TestRedTeam28V_TypedReadersMatchTheOldReaders(t *testing.T) {
 	for _, raw := range hostileDetails {
@@ -114,7 +114,7 @@ func TestRedTeam28V_TypedReadersMatchTheOldReaders(t *testing.T) {
 	}
 }
 
-// Red team #28 (vocab): Num on in-memory values (an entry not yet decoded) never hands a
+// Num on in-memory values (an entry not yet decoded) never hands a
 // counter a negative, NaN or infinite value, nor a nil map a panic.
 func TestRedTeam28V_NumInMemoryValues(t *testing.T) {
 	for _, v := range []any{nil, int(-1), int64(math.MinInt64), math.NaN(), math.Inf(1), math.Inf(-1), -0.0, "7",

@@ -12,7 +12,7 @@ import (
 // none of its input, on the scanner's path and on the strict reading's: agora verify lets the
 // file's bytes go once the bundle parsed (cli/verify.go), and whatever changes them after the
 // parse changes nothing checked. The input is overwritten after the parse; the bundle and its
-// report must be what a pristine copy gives (#28 session 4).
+// report must be what a pristine copy gives.
 func TestParseBundleBytes_KeepsNoByteOfItsInput(t *testing.T) {
 	golden, opts := readGolden(t)
 	// An escaped key is not the scanner's: the whole document goes to the strict reading.

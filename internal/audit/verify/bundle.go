@@ -133,7 +133,7 @@ const (
 	AnchorFile    = "file"
 	AnchorRFC3161 = "rfc3161"
 	AnchorCommand = "command"
-	// AnchorS3 is an object under Object Lock in an S3 bucket (#31); Locator is the object's
+	// AnchorS3 is an object under Object Lock in an S3 bucket; Locator is the object's
 	// name under the bucket's prefix, Receipt its version and retention.
 	AnchorS3 = "s3"
 )
@@ -251,7 +251,7 @@ func parseStrict(r io.Reader, v any) error {
 // Every object and list a parser keeps costs it a struct or a slice (an [Entry] is 80 bytes)
 // however few bytes it took in the file: a bundle of empty entries ("{}", 3 bytes each) held
 // ~117 times its size, and one of 33 MB, far under [MaxBundleSize], ran `agora verify` out of
-// memory (red team 30c). An entry agora writes is hundreds of bytes (a 44-character leaf
+// memory. An entry agora writes is hundreds of bytes (a 44-character leaf
 // hash alone), so a document with more than one object or list per minBytesPerNode bytes,
 // beyond a few for a bundle's frame, is refused before any of it is parsed.
 const (

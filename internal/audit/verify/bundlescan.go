@@ -465,9 +465,8 @@ func (s *scanner) proof() ([][]byte, bool) {
 // share every hash above the level where their paths part (about 15 of 17 at 100,000 leaves):
 // a string whose 46 bytes, quotes included, are those of the string at the same place of the
 // previous proof this scanner read is that hash again, neither decoded nor stored twice. A
-// string is decoded by its bytes alone, so the hash is the one base64 would give (#28
-// session 4: decoding 1.7 million proof hashes into 54 MB of slabs was a quarter of verify's
-// CPU).
+// string is decoded by its bytes alone, so the hash is the one base64 would give (decoding
+// 1.7 million proof hashes into 54 MB of slabs would be a quarter of verify's CPU).
 func (s *scanner) proofHash(k int) ([]byte, bool) {
 	whole := s.i+46 <= len(s.b) && s.b[s.i] == '"' && s.b[s.i+45] == '"'
 	if whole && k < maxProofLen && s.prevText[k] != nil && bytes.Equal(s.b[s.i:s.i+46], s.prevText[k]) {
@@ -514,7 +513,7 @@ func decodeHash(dst, text []byte) bool {
 		return false
 	}
 	t := base64Values()
-	// Fixed-size views: the compiler drops every bounds check of the loop (#28 session 4).
+	// Fixed-size views: the compiler drops every bounds check of the loop.
 	in, out := (*[44]byte)(text), (*[HashSize]byte)(dst)
 	var bad byte
 	for q := 0; q < 10; q++ {

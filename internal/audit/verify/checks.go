@@ -39,7 +39,7 @@ func (v *verifier) checkEntries() {
 	for start := 0; start < len(es); start += chunk {
 		part := es[start:min(start+chunk, len(es))]
 		// Two rows an entry (its own, its inclusion): made once, not grown by doubling, the
-		// copies of which were garbage the memory limit collected (#28 session 4).
+		// copies of which were garbage the memory limit collected.
 		w := &verifier{b: v.b, cp: v.cp, tree: v.tree, inRun: v.inRun, rep: &Report{Checks: make([]Result, 0, 2*len(part))}, refs: map[string]uint64{}}
 		parts = append(parts, w)
 		wg.Go(func() { w.checkEntryRange(part) })

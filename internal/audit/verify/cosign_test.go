@@ -63,7 +63,7 @@ func row(rep *verify.Report, check string) (verify.Result, bool) {
 	return verify.Result{}, false
 }
 
-// TestVerify_IgnoresUnknownCosignatures (#46): a checkpoint that carries cosignatures by
+// TestVerify_IgnoresUnknownCosignatures: a checkpoint that carries cosignatures by
 // witness keys the verifier was never given verifies as before (C2SP signed-note: verifiers
 // MUST ignore signatures from unknown keys), at most 16 signatures in all; the log's own
 // signature must still be there, once.
@@ -113,7 +113,7 @@ func TestVerify_IgnoresUnknownCosignatures(t *testing.T) {
 	}
 }
 
-// TestVerify_Witnesses (#46): with witnesses named (agora verify --witness), the bundle's
+// TestVerify_Witnesses: with witnesses named (agora verify --witness), the bundle's
 // checkpoint must carry the quorum of their cosignatures; a missing one fails the witness
 // row naming it, a forged one (the witness's name and key hash, another key's signature)
 // fails the checkpoint, and a quorum of 1 of 2 passes with one.
@@ -246,7 +246,7 @@ func FuzzOpenCosignedCheckpoint(f *testing.F) {
 	})
 }
 
-// TestVerify_KeyInCanonicalForm (#46): a bundle whose key is respelled (the hash in upper
+// TestVerify_KeyInCanonicalForm: a bundle whose key is respelled (the hash in upper
 // case, whitespace around it) fails the key row,
 // with and without --key: a bundle's bytes have one form.
 func TestVerify_KeyInCanonicalForm(t *testing.T) {

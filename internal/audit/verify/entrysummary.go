@@ -27,7 +27,7 @@ func summaryOf(f EntryFields) entrySummary {
 // decodeSummary takes exactly the entries [decodeCanonical] takes (the same grammar, depth
 // limit and field checks), with the same seq, kind, subject and details.manifest, but builds
 // no map and no value it does not return: decoding each entry into maps was the largest part
-// of checking a 100,000-entry bundle after its parse (#28 session 4). For anything else it
+// of checking a 100,000-entry bundle after its parse. For anything else it
 // returns ok false and the caller decodes the entry in full, which gives the error
 // (FuzzDecodeSummary_MatchesCanonical holds the two to that).
 func decodeSummary(b []byte) (s entrySummary, ok bool) {

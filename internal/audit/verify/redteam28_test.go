@@ -13,10 +13,11 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
-// Red team #28 (d64ddd0, e28d7c1): the audit vocabulary moved to internal/audit/entry and the
+// The audit vocabulary moved to internal/audit/entry and the
 // Batcher prepares its statements once. Logs written before must verify byte for byte.
 //
-// testdata/bundle-pre28.json was exported by the agora binary built from 99408dd (before #28)
+// testdata/bundle-pre28.json was exported by the agora binary built from 99408dd (the
+// vocabulary before internal/audit/entry)
 // from a real home: `agora init`, `agora apply` of examples/catalog and examples/exec-agent,
 // `agora dispatch run --subagent changelog` (needs_input) and `agora dispatch resume --answer
 // Fixed` (a child that finished). testdata/bundle-pre28-mixed.json is the same log after
@@ -42,7 +43,7 @@ func verifyFile(t *testing.T, data []byte) *verify.Report {
 	return verify.Verify(b, verify.Options{Key: string(key)})
 }
 
-// TestRedTeam28_PreChangeBundlesVerify: bundles of a log the pre-#28 binary wrote, alone and
+// TestRedTeam28_PreChangeBundlesVerify: bundles of a log the 99408dd binary wrote, alone and
 // with main's entries appended, verify with main's verifier; every kind in them is one
 // internal/audit/entry names.
 func TestRedTeam28_PreChangeBundlesVerify(t *testing.T) {

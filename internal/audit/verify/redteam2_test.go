@@ -24,7 +24,7 @@ func failedRows(r *verify.Report) []string {
 }
 
 // TestVerify_RunPartAloneIsRefused: a downgrade from a run bundle to a plain bundle hid every
-// dispatch's products (red team, second round).
+// dispatch's products.
 //
 // Attack: take the `dispatches` part of a real run bundle (testdata/run-bundle-v2.json, an
 // `agora orch audit` export), delete every manifest from it and hand it over on its own: it
@@ -111,7 +111,7 @@ func TestVerify_RunPartAloneIsRefused(t *testing.T) {
 }
 
 // TestVerify_CaseVariantKeysRefused: `agora verify` read a different bundle from the one
-// every case-sensitive JSON reader sees (red team, second round).
+// every case-sensitive JSON reader sees.
 //
 // Attack: docs/audit-bundle.md says readers MUST refuse unknown fields, and ParseRunBundle /
 // ParseBundle used DisallowUnknownFields. But encoding/json matches keys case-insensitively,
@@ -201,7 +201,7 @@ func TestVerify_CaseVariantKeysRefused(t *testing.T) {
 }
 
 // TestVerify_CommandAnchorDoesNotRaiseTier: anyone could raise any bundle to the strongest
-// tier, tamper-evident, without the key (red team, second round).
+// tier, tamper-evident, without the key.
 //
 // Attack: `anchored` and its `evidence` are covered by no signature, and a `command` evidence
 // row passed on the checkpoint's SHA-256 alone (its receipt "must be confirmed with that

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// Red team of #28 session 4's fast `agora verify` (the one-pass in-place base64, the summary
+// Attacks on the fast `agora verify` (the one-pass in-place base64, the summary
 // reading of entries, the proof hash taken again by its text, the hash states reused per
 // goroutine), as a forger of bundles for a third party that verifies offline. Every forged
 // bundle is read by the scanner exactly as by the strict reading (matchStrict), never panics,
@@ -87,7 +87,7 @@ func redTeam30Forgeries() []redTeam30Forgery {
 		{"entries key in other case", rt30(`"entries"`, `"Entries"`), false},
 		{"escaped entry key", rt30(`"index": 0,`, `"\u0069ndex": 0,`), true},
 		{"escaped quote in a hash", rt30(rt30Leaf0, `"\u0022g/XH+5BYxmKbtrrWIyXQNJ470uOPN82w9JuShaKXnI="`), false},
-		// Another spelling of the same bytes is refused (#46: one byte string, one spelling in
+		// Another spelling of the same bytes is refused (one byte string, one spelling in
 		// a bundle), by the scanner and the strict reading alike.
 		{"unicode escape of a hash letter", rt30(rt30Leaf0, `"\u0052g/XH+5BYxmKbtrrWIyXQNJ470uOPN82w9JuShaKXnI="`), false},
 		{"escaped slash in a proof hash", rt30(rt30Proof03, `"z4HETAx3YrRyoJ6ypL3Qs\/kMeFs8yZNgs2IjlPWk9hg="`), false},
@@ -95,8 +95,8 @@ func redTeam30Forgeries() []redTeam30Forgery {
 		{"escaped letter in an entry", rt30(`"entry": "eyJh`, `"entry": "\u0065yJh`), false},
 		{"escape making another letter", rt30(rt30Leaf0, `"\u0053g/XH+5BYxmKbtrrWIyXQNJ470uOPN82w9JuShaKXnI="`), false},
 		// RFC 4648 3.5: the unused low bits of the last character. encoding/json's decoder
-		// (base64.StdEncoding, not Strict) ignores them, and so did the pre-#46 binary; a
-		// bundle is read strictly now: they must be zero.
+		// (base64.StdEncoding, not Strict) ignores them; a bundle is read strictly: they
+		// must be zero.
 		{"non-zero trailing bits in a leaf hash", rt30(rt30Leaf0, `"Rg/XH+5BYxmKbtrrWIyXQNJ470uOPN82w9JuShaKXnJ="`), false},
 		{"non-zero trailing bits in a proof hash", rt30(rt30Proof00, `"iVBK1D12YRjeeOZyW5z3JIrV1kzVIMgBSzHvGM5yjPF="`), false},
 		{"hash without padding", rt30(rt30Leaf0, `"Rg/XH+5BYxmKbtrrWIyXQNJ470uOPN82w9JuShaKXnI"`), false},

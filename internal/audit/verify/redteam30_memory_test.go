@@ -11,9 +11,9 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
-// `agora verify` is run by third parties on bundles from anyone, and issue #28 holds it to
-// memory under 3x the file. Red team 30c found a bundle of empty entries ({} is 3 bytes, an
-// Entry 80) held ~117x its size, and a 33 MB one, far under MaxBundleSize, ran verify out of
+// `agora verify` is run by third parties on bundles from anyone, and its target holds it to
+// memory under 3x the file. A bundle of empty entries ({} is 3 bytes, an
+// Entry 80) would hold ~117x its size, and a 33 MB one, far under MaxBundleSize, ran verify out of
 // memory (fatal error, exit 2).
 
 func tinyBundle(n int, entry func(i int) string) []byte {

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// Red team 46c: "a byte string has one spelling" (#46). encoding/json reads a []byte field
+// "a byte string has one spelling". encoding/json reads a []byte field
 // not only from a base64 string but also from a JSON array of numbers ([70,15,...]): a second
 // spelling of the same bytes. Each forgery below keeps every decoded byte of the valid bundle
 // and changes its text; the secure behaviour is that ParseBundleBytes refuses it.

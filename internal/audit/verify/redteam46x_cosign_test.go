@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
-// Red team 46x: witness cosignatures (cosign.go, verify.go checkCheckpoint/checkKey).
+// Witness cosignatures (cosign.go, verify.go checkCheckpoint/checkKey).
 
 // ownLine is the log's own signature line of a checkpoint signed by the log alone, and the
 // name and 4-byte key hash it carries.

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// Red team 47v: the streaming verifier (VerifyStream) against the whole-file one. Each test
+// The streaming verifier (VerifyStream) against the whole-file one. Each test
 // builds a bundle and holds the stream to the whole-file verdict: never OK where Verify fails
 // or ParseBundleBytes refuses, never a panic, and reading no more than the bundle asks.
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// Red team of the fast `agora verify` (#28 verify: the bundle scanner, its split of the
+// Attacks on the fast `agora verify` (the bundle scanner, its split of the
 // entries across CPUs, the hash decoder and the full-tree recompute), attacking as a forger of
 // bundles: every bundle below must get from the fast path exactly what the strict reading (and,
 // for proofs, the walk of each proof) gives.
@@ -118,7 +118,7 @@ func TestRedTeamScan_SplitPointTricks(t *testing.T) {
 	}
 }
 
-// redTeamEntries is the size of the red team's bundles: a few split points apart, above the
+// redTeamEntries is the size of the attack bundles: a few split points apart, above the
 // threshold smallScanSplit sets (about 140 KB minified, 16 entries a part at 9 parts).
 const redTeamEntries = 150
 

@@ -134,7 +134,7 @@ func FuzzVerifyRun(f *testing.F) {
 }
 
 // TestVerifyRun_CatchesHiddenEnd removes one dispatch's terminal entry and its manifest from a
-// real run bundle (issue #11, finding 5b): the task's products vanish from the record while
+// real run bundle: the task's products vanish from the record while
 // orch.db says it succeeded. Before, every row passed and "run dispatches" said every attempt
 // had its entries. Now the signed selection no longer matches, and the run's own check names
 // the attempt whatever the selection says: it needs one terminal entry and its manifest.

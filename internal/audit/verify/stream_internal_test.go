@@ -131,7 +131,7 @@ func listedRows(r *Report) []Result {
 	return out
 }
 
-// TestVerifyStream_MatchesWholeFile: every testdata bundle, every red team forgery of #30
+// TestVerifyStream_MatchesWholeFile: every testdata bundle, every forgery of the attack tests
 // and every seed of the scanner's fuzz target gets the whole-file reading's parse, verdict
 // and rows from the streaming verifier.
 func TestVerifyStream_MatchesWholeFile(t *testing.T) {

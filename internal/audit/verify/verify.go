@@ -149,7 +149,7 @@ type verifier struct {
 // maxEntryFailRows is how many failed entry and inclusion rows one report lists (per
 // goroutine of [verifier.checkEntries]); the rest are one summary row. A failed row holds its
 // detail text, a few hundred bytes, so a bundle of many small failing entries would otherwise
-// hold several times its size (red team 30c); the first thousand say what is wrong.
+// hold several times its size; the first thousand say what is wrong.
 const maxEntryFailRows = 1000
 
 // Verify checks b and returns a row per check. It never stops at the first failure: every

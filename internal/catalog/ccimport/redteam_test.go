@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/strictyaml"
 )
 
-// Red team D of #26: a hostile repository's .claude/agents directory, imported at deploy time.
+// A hostile repository's .claude/agents directory, imported at deploy time.
 
 // loadSoon runs Load and fails the test when it does not return within a minute: a hostile
 // file must be refused, never waited on.

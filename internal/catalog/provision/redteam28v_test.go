@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 )
 
-// Red team #28 (vocab, runtimes): a subagent naming a runtime the table does not hold exactly
+// A subagent naming a runtime the table does not hold exactly
 // (another case, a separator, padding, an invisible or full-width letter, a NUL) is refused at
 // provision with the list of known runtimes, whatever else it declares.
 func TestRedTeam28V_UnknownOrCasedRuntimeRefused(t *testing.T) {

@@ -46,7 +46,7 @@ type Supervisors struct {
 	Bin     string
 	Records Records
 	Reaper  Reaper
-	// Standbys, when set, are warm standby supervisors (#30): a dispatch of a warm target is
+	// Standbys, when set, are warm standby supervisors: a dispatch of a warm target is
 	// handed to a ready one instead of a supervisor started now.
 	Standbys *Standbys
 	// StateDir is the dispatch state directory (AGORA_HOME/dispatches), where the

@@ -10,7 +10,7 @@ import (
 )
 
 // TestSpawn_PassesLeaderFence: a detached supervisor is told its parent's leader fence, and
-// none it would inherit from elsewhere (#31).
+// none it would inherit from elsewhere.
 func TestSpawn_PassesLeaderFence(t *testing.T) {
 	dir := t.TempDir()
 	got := filepath.Join(dir, "env")

@@ -20,7 +20,7 @@ func (s *Supervisors) Warm(target string) bool {
 // supervisor exits (the dispatch ended, or was handed on: its record says which); ended, nil
 // for a cold supervisor, closes when a standby says the dispatch's end is committed, a few ms
 // before it has closed agora.db and exited. It is for a caller that follows the record itself
-// (serve's one-shot hand-off, #28).
+// (serve's one-shot hand-off).
 func (s *Supervisors) Hand(target, id string) (exited, ended <-chan struct{}, err error) {
 	return s.spawn(target, id)
 }

@@ -10,7 +10,7 @@ import (
 // TestSupervisors_Launch_DoneAtTheSupervisorsExit: Launch returns the started record and a
 // channel that is still open while the supervisor runs and closes when it exits (for a cold
 // supervisor its exit follows the end it records), so an MCP server following the dispatch
-// reads its end then rather than at its next poll (#28).
+// reads its end then rather than at its next poll.
 func TestSupervisors_Launch_DoneAtTheSupervisorsExit(t *testing.T) {
 	dir := t.TempDir()
 	bin := fakeAgora(t, dir, `touch '`+dir+`/started-'"$3"

@@ -12,7 +12,7 @@ import (
 // LogFile, in the dispatch state directory (AGORA_HOME/dispatches), is the stderr of every
 // detached supervisor this home starts, cold or standby. A detached supervisor has no
 // terminal and outlives the process that started it; what it can only say on stderr (a
-// supervisor whose leader fence closed leaving the dispatch's end to the next leader, #31; a
+// supervisor whose leader fence closed leaving the dispatch's end to the next leader; a
 // reap that must retry; a crash) was lost on /dev/null. It cannot go to agora.db or the
 // dispatch's own logs: a fenced supervisor commits nothing, and the dispatch's stdout.log and
 // stderr.log are the sandbox's output, stored with its result (and a local stage is removed).
@@ -61,8 +61,8 @@ func openSupervisorLog(stateDir string) (*os.File, error) {
 	}
 	// O_NOFOLLOW and a regular file only, as the dispatches' own logs (logsink.go): no link
 	// planted in the home redirects a supervisor's lines elsewhere; O_NONBLOCK so a FIFO
-	// planted there is refused below instead of blocking the open (red team 45 found that
-	// hang for resident.log).
+	// planted there is refused below instead of blocking the open (resident.log would hang
+	// the same way).
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("supervisors' log: %w", err)

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
-// TestRedTeam46_LaunchLeavesNoGoroutineAfterTheSupervisor (red team 46): Launch's waiter
+// TestRedTeam46_LaunchLeavesNoGoroutineAfterTheSupervisor: Launch's waiter
 // goroutine (which closes done) lives as long as the supervisor and no longer, whichever way
 // Launch returned: started (done handed out), its caller gone mid-start (ctx cancelled: no
 // done, an error), or the start given up (late). Each supervisor killed, the process is back

@@ -21,7 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/lease/fencefile"
 )
 
-// Standbys are the warm slots of a serve (#30): for each local, docker or kubernetes target
+// Standbys are the warm slots of a serve: for each local, docker or kubernetes target
 // with `warm: N`, N standby supervisors (`agora dispatch supervise --standby TARGET`,
 // dispatch.Standby), each a detached process with agora.db open and one slot of the target's
 // template started as its own (a bubblewrap sandbox, a slot container, a slot Job), waiting
@@ -260,7 +260,7 @@ func (b *standby) Shape() string { return b.shape }
 
 // Settled implements the pool's settler: a claimed standby holds back its pool's refill until
 // it exits (its dispatch ended, recorded, agora.db closed), or a while (warm.refillHeldAtMost):
-// a refill started at the claim ran beside the claimed dispatch on the same cores (#28).
+// a refill started at the claim ran beside the claimed dispatch on the same cores.
 func (b *standby) Settled() <-chan struct{} { return b.exited }
 
 // Alive says whether the standby still runs (it exits when its slot dies).
@@ -314,7 +314,7 @@ func (b *standby) hand(id string) error {
 }
 
 // watch reads what a claimed standby of target says until it exits: a dispatch that did not
-// fit its slot started cold, and is counted a cold fallback, not a warm claim (red team 31).
+// fit its slot started cold, and is counted a cold fallback, not a warm claim.
 func (s *Standbys) watch(target string, b *standby) {
 	defer b.conn.Close()
 	for {
@@ -383,7 +383,7 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 	}
 	// The standby's end is its own from here: held open in this process too, a standby that
 	// died before its ready line (killed with -9 while it made its slot) was not seen until
-	// standbyReadyWithin passed, and the pool stood short for that minute (#30 k8shold2).
+	// standbyReadyWithin passed, and the pool stood short for that minute.
 	theirs.Close()
 	b := &standby{cmd: c, conn: conn, r: bufio.NewReaderSize(conn, 512), exited: make(chan struct{}), ended: make(chan struct{})}
 	go func() {
@@ -397,7 +397,7 @@ func (s *Standbys) start(ctx context.Context, target string) (warm.Slot, error) 
 			s.log.Warn("warm slots: sweep what an exited standby left", "err", err)
 		}
 		// A standby that exits while it waits (its slot died) leaves the pool short: have it
-		// refilled now rather than when a dispatch finds it dead (red team 31).
+		// refilled now rather than when a dispatch finds it dead.
 		s.prune(target)
 	}()
 	_ = conn.SetReadDeadline(time.Now().Add(standbyReadyWithin))

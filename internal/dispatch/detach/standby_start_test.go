@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestStandbys_StartSeesADeadStandbyAtOnce (#30 k8shold2): a standby killed with -9 while it
+// TestStandbys_StartSeesADeadStandbyAtOnce: a standby killed with -9 while it
 // makes its slot (before its ready line) is seen as soon as it dies. serve held the standby's
 // end of the socketpair open for the whole start, so the read waited for standbyReadyWithin
 // (a minute) and the pool stood short that long: the start must fail on the socket's EOF,

@@ -130,7 +130,7 @@ func TestStandbys_NoTemplateGoesCold(t *testing.T) {
 }
 
 // TestStandbys_EndedBeforeExit: a claimed standby's word that its dispatch ended reaches the
-// claim's caller while the standby still runs (#28: serve reads the record at once instead of
+// claim's caller while the standby still runs (serve reads the record at once instead of
 // at its next poll, and before the standby has closed agora.db and exited).
 func TestStandbys_EndedBeforeExit(t *testing.T) {
 	sb, _ := fakeStandbys(t, 1)

@@ -19,7 +19,7 @@ func (s *Supervisors) Start(ctx context.Context, id string) (*dispatch.Record, e
 // Launch is [Supervisors.Start] that also returns done, closed as soon as the dispatch's
 // supervisor says its end is committed (a standby's word) or exits (any supervisor: the
 // dispatch ended, or was handed on), so a caller that follows the record reads it then rather
-// than at its next poll (#28: an MCP agora_dispatch of a no-op answered at the first 50 ms
+// than at its next poll (an MCP agora_dispatch of a no-op answered at the first 50 ms
 // poll after its end).
 func (s *Supervisors) Launch(ctx context.Context, id string) (*dispatch.Record, <-chan struct{}, error) {
 	target := ""

@@ -50,7 +50,7 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// Attack (finding 10, #26): a secret bound to a host (no port named: a binding made before
+// Attack: a secret bound to a host (no port named: a binding made before
 // bindings had ports) and a plain-HTTP request to that host carrying its placeholder. The
 // proxy used to swap the real value into the Authorization header of the unencrypted
 // connection. Now a bound secret goes only into TLS sessions the proxy terminates and

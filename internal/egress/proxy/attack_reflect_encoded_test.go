@@ -18,7 +18,7 @@ import (
 
 // reflections are what a bound host that echoes request headers may write back, by path:
 // the Authorization header it received (the real value, swapped in by the proxy) in every
-// form finding 11 of #26 names.
+// form a host may echo it in.
 func reflections(auth string) map[string]string {
 	b64 := base64.StdEncoding.EncodeToString
 	var uesc, every strings.Builder
@@ -55,7 +55,7 @@ func reflections(auth string) map[string]string {
 	}
 }
 
-// Attack (finding 11, #26): a bound host reflects the Authorization header it received, with
+// Attack: a bound host reflects the Authorization header it received, with
 // the real value the proxy swapped in, in every encoding a reader can undo: base64 wrapped at
 // 76 or 64 characters (LF or CRLF), base64url, hex with spaces, a hex dump, cut to 40 or 20
 // characters, a suffix, a middle piece, URL-encoded, JSON with \u escapes, and base64 twice;

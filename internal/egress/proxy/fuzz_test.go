@@ -38,7 +38,7 @@ func FuzzServeConn(f *testing.F) {
 		"\x16\x03\x01\x00\x05hello",
 		"CONNECT a.test:99999 HTTP/1.1\r\n\r\n",
 		"CONNECT a.test:443 HTTP/1.1\r\nProxy-Authorization: Basic YWdvcmE6eA==\r\n\r\n",
-		// The red team's attacks (attack_*_test.go): encodings, overrides, upgrades, heads.
+		// The attack tests' requests (attack_*_test.go): encodings, overrides, upgrades, heads.
 		"GET http://a.test/repos/acme/%252e%252e/x HTTP/1.1\r\n\r\n",
 		"GET http://a.test/repos/acme/..;/x HTTP/1.1\r\n\r\n",
 		"GET http://a.test/repos/acmeevil HTTP/1.1\r\n\r\n",

@@ -434,8 +434,8 @@ func TestConcurrent200Connections(t *testing.T) {
 	_, port := hostPort(t, srv.URL)
 	f := start(t, Config{Rules: rules(t, "127.0.0.1:"+port)}, nil)
 	c := f.client(poolOf(srv.Certificate()))
-	// 200 TLS handshakes at once through the proxy, under -race on 2 shared cores: CI of
-	// session 37 saw one still waiting for its headers after the fixture's 10 s at load 25.
+	// 200 TLS handshakes at once through the proxy, under -race on 2 shared cores: at load 25
+	// one can still wait for its headers after the fixture's 10 s.
 	// The test is about all 200 going through and being audited, not about how fast.
 	c.Timeout = 2 * time.Minute
 	var wg sync.WaitGroup

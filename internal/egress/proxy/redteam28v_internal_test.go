@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
-// Red team #28 (vocab): a CONNECT target the sandbox writes with bytes that are not UTF-8
+// A CONNECT target the sandbox writes with bytes that are not UTF-8
 // still gives net.connect and net.close details the audit can encode (jcs refuses invalid
 // UTF-8, and a refused entry would leave the connection unrecorded): parseAuthority lowers
 // the host, which turns such bytes into U+FFFD.

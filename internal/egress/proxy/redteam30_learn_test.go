@@ -15,7 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-// TestRedTeam30_LearnNeverSpendsASecretBeyondTheGrant (#30 red team b): a host whose grant
+// TestRedTeam30_LearnNeverSpendsASecretBeyondTheGrant: a host whose grant
 // restricts methods and paths, with a secret bound to it, is also in egress.learn_hosts (a
 // person wants to learn which of its API calls the agent makes). Learn lets a request the
 // grant refuses through, recorded as net.would_deny; but the real secret must not ride on it:

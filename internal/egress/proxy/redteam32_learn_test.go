@@ -21,7 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-// TestRedTeam32_LearnHostNeverReachesPrivateAddresses (#30 learn, claude's WebFetch and
+// TestRedTeam32_LearnHostNeverReachesPrivateAddresses (claude's WebFetch and
 // openai's http_fetch alike go through here): a host of egress.learn_hosts is a name whose
 // answer the proxy does not control. Learn lets the grant's refusal pass, never the dialer's:
 // a learn host resolving to the cloud metadata address, a private network or a loopback

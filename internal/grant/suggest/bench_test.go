@@ -21,7 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// benchTasks is the run size of #30's target: suggest over a 1,000-task run in at most 2 s.
+// benchTasks is the run size of the target: suggest over a 1,000-task run in at most 2 s.
 const benchTasks = 1000
 
 // benchHome is a real agora.db with one exec subagent ("worker") and tasks dispatches of it, each

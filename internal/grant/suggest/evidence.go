@@ -189,7 +189,7 @@ func (d *DispatchEvidence) Entry(kind string, details map[string]any) {
 		}
 		switch w.Reporter {
 		case reporterSandbox:
-			// Not proven to be the worker's (#30 F7): the agent could have sent it.
+			// Not proven to be the worker's: the agent could have sent it.
 			d.refuse("tool", w.Tool+" "+w.Command, "reported by a process in the sandbox that did not prove to be agora's worker: the agent could have forged it, so it is not evidence")
 			return
 		case reporterHook:

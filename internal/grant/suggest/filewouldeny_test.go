@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-// TestPropose_FileWouldDeny (#30, file.would_deny): a write outside the workspace proposes
+// TestPropose_FileWouldDeny (file.would_deny): a write outside the workspace proposes
 // nothing (a grant holds no file paths); it is listed under what suggest refused, with the
 // path, op and tool, and one a process in the sandbox reported (no worker key) is listed as
 // one the agent could have forged. 10,000 of them cost the listing's cap, not a grant.

@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant/suggest"
 )
 
-// TestRedTeam31_LearnRefusedCallsProposeNothing (red team 31, learn): in a learn dispatch a
+// TestRedTeam31_LearnRefusedCallsProposeNothing (learn): in a learn dispatch a
 // tool.call that is not "allowed" (denied, requested, error) of a tool the grant lacks
 // proposes nothing: anything in the sandbox can post one to the gateway, and every call the
 // grant refuses is a would_deny there, which says who reported it. A denied one is listed

@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-// TestRedTeam32_FileWouldDenyPathsProposeNothingShownEscaped (#30 file.would_deny): the
+// TestRedTeam32_FileWouldDenyPathsProposeNothingShownEscaped: the
 // gateway records a path with format and bidirectional characters (it refuses only control
 // characters), a path written to read as grant YAML, and a path of the gateway's full 1,024
 // bytes. None proposes anything, each is listed in printable ASCII (a right-to-left override

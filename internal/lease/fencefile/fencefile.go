@@ -1,7 +1,7 @@
 // Package fencefile carries a leader's fence (internal/lease) to the processes it starts: the
 // detached dispatch supervisors and the warm standbys of `agora orch serve` write the same
 // agora.db and act on the same cluster as serve, so a serve that lost its lease must stop them
-// too (#31), and they outlive it in their own sessions.
+// too, and they outlive it in their own sessions.
 //
 // The leader writes a small file in the home ([Create]) whose one mutable word is its fence's
 // deadline on CLOCK_BOOTTIME, the very deadline its [lease.Fence] holds, updated in place (an
@@ -244,7 +244,7 @@ func Open(env string) (*Reader, error) {
 		return nil, err
 	}
 	// The leader renames a regular file of its own into place and never writes a symlink
-	// there, and only it and its children (its user) may move the deadline (red team 44): a
+	// there, and only it and its children (its user) may move the deadline: a
 	// symlink at the path, a file of another user, or one that others may write (a home
 	// made group- or world-writable) could be kept open by someone else, so it is refused.
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -284,8 +284,8 @@ func (r *Reader) Check() error { return check(r.dead, r.mem, r.term, r.path) }
 
 // check is the fence's answer for mapping mem; dead nil checks the header only.
 //
-// The file may be truncated under the mapping (by its user, by hand or by a repair: red team
-// 44), and a load from the page past the file's end faults (SIGBUS), which would kill the
+// The file may be truncated under the mapping (by its user, by hand or by a repair), and a
+// load from the page past the file's end faults (SIGBUS), which would kill the
 // process. So the loads run with the runtime's panic on fault, and a fault inside mem is a
 // closed fence, as a garbled file is: the process refuses to commit, stated, and goes on.
 // A fault elsewhere is a bug here and panics on. Per check the cost is two deferred calls

@@ -25,7 +25,7 @@ func renewedFile(t *testing.T, dir, name string, valid time.Duration) (*fencefil
 	return w, path
 }
 
-// Red team 44: a fence file whose deadline someone other than the leader and its children
+// A fence file whose deadline someone other than the leader and its children
 // could move is no fence: a symlink at the path (to a file another keeps renewed), a file
 // that group or others may write (a home made group- or world-writable: anyone there keeps a
 // fenced supervisor committing by writing one word), or one of another user. The leader only
@@ -89,7 +89,7 @@ func TestRedTeam44_FenceFileOthersCouldWriteRefused(t *testing.T) {
 	}
 }
 
-// Red team 44, session 45: a fence file truncated under a child that mapped it (by hand, by
+// A fence file truncated under a child that mapped it (by hand, by
 // a full disk's repair) made the child's next check fault (SIGBUS on the mapping's page) and
 // the child died mid-commit, as one killed would. The check now fails closed without the
 // crash: the child refuses that commit, stated, and lives to refuse the next. Failed before:

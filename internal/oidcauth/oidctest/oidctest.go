@@ -1,5 +1,5 @@
-// Package oidctest starts the real OpenID Connect provider agora's OIDC tests sign in against
-// (#31): .cache/oidc/bin/agora-oidc-op, built by scripts/oidc-tools.sh from zitadel/oidc's
+// Package oidctest starts the real OpenID Connect provider agora's OIDC tests sign in against:
+// .cache/oidc/bin/agora-oidc-op, built by scripts/oidc-tools.sh from zitadel/oidc's
 // certified op package. A test without it skips, saying so.
 package oidctest
 

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// Red team 46x: schedules when the clock goes back (table.go ClockBack, Schedule.From,
+// Schedules when the clock goes back (table.go ClockBack, Schedule.From,
 // UnmarkedRun).
 
 func clockBackEntries(t *testing.T, db *store.DB, name string) int {

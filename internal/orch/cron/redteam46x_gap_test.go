@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/cron"
 )
 
-// Red team 46x: fixed-time specs across clock changes (spec.go fixed, afterGap, gapWindow).
+// Fixed-time specs across clock changes (spec.go fixed, afterGap, gapWindow).
 
 // TestRedTeam46xGap_MoreZonesMatchScan follows Next around every clock change of zones the
 // package's own scan test does not cover: a 45-minute-offset zone whose change is at 02:45

@@ -78,7 +78,7 @@ func TestSpec_Next(t *testing.T) {
 		{"30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-29T01:00:00Z"},
 		{"30 2 * * *", "Europe/Berlin", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"},
 		{"*/30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-30T00:00:00Z"},
-		// @daily where midnight is skipped (#46): Santiago, 2026-09-06 00:00 -> 01:00 (-04 ->
+		// @daily where midnight is skipped: Santiago, 2026-09-06 00:00 -> 01:00 (-04 ->
 		// -03): the day's slot at 01:00 -03, once; Beirut, 2026-03-29 00:00 -> 01:00.
 		{"@daily", "America/Santiago", "2026-09-05T12:00:00Z", "2026-09-06T04:00:00Z"},
 		{"@daily", "America/Santiago", "2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z"},

@@ -73,7 +73,7 @@ type Firing struct {
 	Created, Recovered bool
 	Error              string // why the slot was refused (its plan no longer validates), "" when it ran
 	// JumpedOver counts the earlier slots the wall clock jumped over in less real time than
-	// they span (the scheduler measures it): not counted in Missed, said in the entry (#46).
+	// they span (the scheduler measures it): not counted in Missed, said in the entry.
 	// A clock that was ahead jumped over slots that did not come; one that was behind and
 	// was corrected, over slots that did: the entry says what the scheduler cannot tell.
 	JumpedOver int
@@ -378,7 +378,7 @@ func (t *Table) UnmarkedRun(ctx context.Context, s *Schedule, now time.Time) (id
 	// Only a run this schedule submitted: its orch.run.submitted entry comes after the
 	// schedule's latest orch.schedule.added in the log (audit order, which no clock moves).
 	// A schedule removed and added again under its name while the clock was behind a slot
-	// the first one fired left that run, which is not this schedule's (red teams 46x, 46c).
+	// the first one fired left that run, which is not this schedule's (46c).
 	err = t.db.SQL().QueryRowContext(ctx, `SELECT r.id, r.slot, r.missed FROM runs r
 		WHERE r.schedule = ? AND r.slot > ? AND r.slot <= ? AND r.digest = ?
 		AND (SELECT MIN(seq) FROM audit_entries WHERE subject = 'run/' || r.id AND kind = ?) >

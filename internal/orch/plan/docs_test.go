@@ -75,7 +75,7 @@ func TestExamples_Demo(t *testing.T) {
 	demoStory(t, tasks)
 }
 
-// demoStory checks the demo shows what it tells (#29 finding 8: its five patches were one
+// demoStory checks the demo shows what it tells (its five patches were one
 // identical GREETING.txt edit): every writing task writes a file of its own, naming itself,
 // with scribe, which records when it ran (so the patches show the parallel pair overlap and
 // the locked pair not); the review task is the hand-off, reading the patch it is handed; and

@@ -20,7 +20,7 @@ func TestTemplateDoc(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	// learn is a person's key for a task of its own (#30): a fan-out's items are not learn tasks.
+	// learn is a person's key for a task of its own: a fan-out's items are not learn tasks.
 	task, tmpl := fields(reflect.TypeFor[taskDoc](), "ID", "FanOut", "Learn"), fields(reflect.TypeFor[templateDoc]())
 	if !slices.Equal(task, tmpl) {
 		t.Errorf("templateDoc fields\n%q\ndiffer from taskDoc's but id, fan_out and learn\n%q", tmpl, task)

@@ -559,7 +559,7 @@ func TestParse_LongValuesInMessages(t *testing.T) {
 }
 
 // TestValidate_NoFileNoLine: a plan given as a value (over MCP, no file) has its problems
-// placed by path alone, never at a made-up "plan.json:1:" (#29 finding 8); a file keeps its
+// placed by path alone, never at a made-up "plan.json:1:"; a file keeps its
 // lines.
 func TestValidate_NoFileNoLine(t *testing.T) {
 	src := []byte(`{"version": 1, "name": "x", "tasks": [{"id": "a", "subagent": "s", "depends_on": ["nope"]}, {"id": "b", "subagent": "s", "timeout": "soon"}]}`)

@@ -7,8 +7,8 @@ import (
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
-// TestRedTeam30_PlanHasNoLearnKey (#30 red team b): a plan asks for learn only as a task's
-// exact key `learn: true` (#30 learn2: the key now exists, a person's decision). Every other
+// TestRedTeam30_PlanHasNoLearnKey: a plan asks for learn only as a task's
+// exact key `learn: true` (the key now exists, a person's decision). Every other
 // spelling or place is refused when the plan is read: another case, mode: learn, the plan's
 // own learn, learn inside defaults, YAML's merge tricks.
 func TestRedTeam30_PlanHasNoLearnKey(t *testing.T) {
@@ -61,7 +61,7 @@ func TestRedTeam30_PlanHasNoLearnKey(t *testing.T) {
 	}
 }
 
-// TestLearnTask_ProductsFeedNothing (#30 learn2): a learn task's products are evidence for a
+// TestLearnTask_ProductsFeedNothing: a learn task's products are evidence for a
 // person, never another task's input, so the plan is refused when it is read if any task
 // takes them (needs, a fan-out's from or its template's needs), if the learn task has a
 // review or a fix loop (both would judge or repair its patch), or if learn sits on a fan-out

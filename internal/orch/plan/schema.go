@@ -21,7 +21,7 @@ import (
 // field's presence.
 
 // fieldDocs describes each field by its path: a dotted path of YAML names, [] for a list's
-// items and {} for a map's values. The table is made on first use, not at init (#28).
+// items and {} for a map's values. The table is made on first use, not at init.
 var fieldDocs = sync.OnceValue(func() map[string]string {
 	return map[string]string{
 		"":                                  "An agora plan: a DAG of tasks over the catalog's subagents. Unknown fields are errors.",

@@ -102,7 +102,7 @@ func TestJSONSchema_AgreesWithDecoder(t *testing.T) {
 				schemaFields = append(schemaFields, name)
 			}
 			if path == ".tasks[]" {
-				// learn is a person's key (#30): the decoder reads it, the schema a model
+				// learn is a person's key: the decoder reads it, the schema a model
 				// follows does not offer it (a plan from an MCP client with it is refused).
 				schemaFields = append(schemaFields, "learn")
 			}

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
-// The name patterns compile on first use, not at init (#28).
+// The name patterns compile on first use, not at init.
 var (
 	planNamePattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`) })
 	taskIDPattern     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) })

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// TestAnswer_RetriedTaskAnswersAgain: a question is answered once (#26 finding 7), but a run
+// TestAnswer_RetriedTaskAnswersAgain: a question is answered once, but a run
 // whose answered attempt failed retries the task with the same answer: the retry's attempt
 // answers the same parent again (the parent names the newest child; the second
 // dispatch.answered entry says which child it replaces), and is not refused as an answer

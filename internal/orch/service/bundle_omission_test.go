@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
-// TestRunBundle_HiddenEnd is issue #11's finding 5b through the real export path: a run
+// TestRunBundle_HiddenEnd, through the real export path: a run
 // bundle written by `agora orch audit`, from which one dispatch's terminal entry and its
 // manifest are deleted (selection.count lowered to match), hides that task's products while
 // orch.db says it succeeded. It verified before, printing "every one of the run's 2 attempts

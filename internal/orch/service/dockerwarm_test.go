@@ -29,8 +29,7 @@ func dockerHost() string {
 }
 
 // dockerWarmServedEnv is an env whose docker target "box" (the toolchain image) keeps n warm
-// slots, with orch serve running: it holds them as docker standby supervisors (#30 docker
-// warm slots held by serve). One cold plan on box teaches the target its shape; the function
+// slots, with orch serve running: it holds them as docker standby supervisors. One cold plan on box teaches the target its shape; the function
 // returns once n standbys each have a running slot container.
 func dockerWarmServedEnv(t *testing.T, n int) (*env, *client.Client, func() *exec.Cmd) {
 	t.Helper()

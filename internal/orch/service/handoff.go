@@ -14,14 +14,14 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// Handoff runs the dispatches `agora dispatch run` hands to serve (#28). The service
+// Handoff runs the dispatches `agora dispatch run` hands to serve. The service
 // decodes the request and knows the peer; the runner decides whether to take it.
 type Handoff interface {
 	// Prepare checks req from peer and returns the run that carries it out, or an error: a
 	// [*Declined] makes the CLI supervise the dispatch itself; any other is the request's.
 	// The server calls every run Prepare returns exactly once; a run whose context's cause is
 	// [ErrNotStarted] returns at once, having started nothing (what Prepare counted is given
-	// back as its run returns: red team 48b).
+	// back as its run returns).
 	Prepare(ctx context.Context, req *api.HandoffRequest, peer Peer) (func(ctx context.Context, send func(api.HandoffFrame) error), error)
 }
 
@@ -135,7 +135,7 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	// supervises itself dies with serve's process, and the CLI, whose stream then breaks,
 	// reaps it as lost (or follows a standby's to its end), as operations.md says. So no frame
 	// is sent once serve stops: not the end of a run cancelled or cut off (agora.db closed)
-	// under it (red team 31: 'agora: error: sql: database is closed', no -o json).
+	// under it ('agora: error: sql: database is closed', no -o json).
 	stopping := s.stopping
 	if stopping == nil {
 		stopping = context.Background()
@@ -159,7 +159,7 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	if send(api.HandoffFrame{Handle: handle}) != nil {
 		// Called all the same, to start nothing: a resident counts a prepared hand-off in
 		// flight until its run returns, and one never called kept a resident signalled
-		// during Prepare in its drain for good (red team 48b).
+		// during Prepare in its drain for good.
 		notStarted, stop := context.WithCancelCause(ctx)
 		stop(ErrNotStarted)
 		run(notStarted, send)
@@ -178,7 +178,7 @@ const errFrameHold = 2 * time.Millisecond
 // frameStream writes a hand-off's frames to its answer, for the dispatch's goroutines and
 // its progress goroutines alike. A frame of the CLI's stderr waits up to errFrameHold for the
 // next one, so a burst (the end's lines, then the end) reaches the CLI in one write, not one
-// write and one wake-up of the CLI each (#28); every other frame goes at once, with what
+// write and one wake-up of the CLI each; every other frame goes at once, with what
 // waited before it: the handle, the id, stdout (a script reads the dispatch's id there) and
 // the end are never held.
 type frameStream struct {
@@ -190,7 +190,7 @@ type frameStream struct {
 	closed   bool        // the handler returned: its ResponseWriter is no longer ours
 }
 
-// send writes f, or says why not: no frame is sent once serve stops (red team 31).
+// send writes f, or says why not: no frame is sent once serve stops.
 func (s *frameStream) send(f api.HandoffFrame) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// A hand-off must never widen what its caller may do (#46): serve and the resident run the
+// A hand-off must never widen what its caller may do: serve and the resident run the
 // dispatch with their own privileges, so they take it only from a CLI the kernel shows to
 // hold exactly those. Checked here, for every [Handoff], before its Prepare:
 //

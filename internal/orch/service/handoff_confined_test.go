@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
-// The hand-off never widens what its caller may do (#46): a CLI confined in a way serve or
+// The hand-off never widens what its caller may do: a CLI confined in a way serve or
 // the resident dispatcher is not (every capability dropped, no_new_privs, a Landlock domain)
 // is declined, says why on its stderr, and runs its dispatch itself with what it may do. The
 // repository holds a secret the confined CLI may not read (mode 000 for the one without

@@ -129,7 +129,7 @@ func TestHandoff_SameAsInProcess(t *testing.T) {
 			norm := func(s string) string { return varying.ReplaceAllString(s, "X") }
 			if c.name == "detach" {
 				// What a detached dispatch had reached when its CLI left is a race either
-				// way: started (with its pid) or already finished (CI ci11).
+				// way: started (with its pid) or already finished.
 				norm = func(s string) string {
 					return varying.ReplaceAllString(detachedState.ReplaceAllString(s, ""), "X")
 				}

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Finding 11 of issue #11: orch/orch.db and its WAL files were 0644, and `agora orch patches
+// orch/orch.db and its WAL files were 0644, and `agora orch patches
 // --to DIR` wrote through a symbolic link already in DIR.
 
 // usualUmask runs the test, and every agora it starts, under umask 022, the usual default,
@@ -59,7 +59,7 @@ func privateHome(t *testing.T, home string) []string {
 				bad = append(bad, fmt.Sprintf("%s: directory %v, want drwx------", rel, m))
 			}
 		case m.IsRegular() && pinnedWorker(rel) && m.Perm() == 0o555:
-			// The pinned worker (#28): a public program, no secret, in AGORA_HOME/bin (0700,
+			// The pinned worker: a public program, no secret, in AGORA_HOME/bin (0700,
 			// checked above), so no one else reaches it on the host; a root agora's sandbox
 			// runs as its own uid and executes it through its read-only bind.
 		case m.IsRegular(), m.Type() == fs.ModeSocket:

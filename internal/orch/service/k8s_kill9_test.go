@@ -150,7 +150,7 @@ tasks:
 		t.Fatalf("jobs by dispatch %v; want one each for %s and %s", first, kept, vanishing)
 	}
 	// The Job exists before kwok's job controller makes its pod: describe shows the pod's
-	// phase once there is one (at load 20 the first look found none; CI of session 37).
+	// phase once there is one (at load 20 the first look found none).
 	pending := "placement: kubernetes " + first[kept][0] + ": phase Pending"
 	var out string
 	agoratest.Poll(30*time.Second, func() bool {
@@ -267,15 +267,14 @@ func (e *k8sEnv) adoptions() map[string][]map[string]any {
 	return out
 }
 
-// TestServe_Kill9KubernetesAdopts is #31's "every task once" on kwok: serve's pod dies with
+// TestServe_Kill9KubernetesAdopts is "every task once" on kwok: serve's pod dies with
 // a task's Job in flight (serve and its detached supervisor, killed with -9, as a pod's
 // processes die together) and serve starts again on the same home. The new serve adopts the
 // dispatch (dispatch.adopted, in the audit before it follows the Job), follows the same Job
 // to its end (never a second Job), and the task ends once: one attempt, one dispatch, its
 // state the pod's. The pod's gateway session is kept while it runs (its token still opens
 // the session) and closed at the end. A second task, whose Job is deleted while serve is
-// down, cannot be adopted: it ends failed/lost with its session revoked (red team s3,
-// finding F), and the plan's retry runs it again on a Job of its own. The run's bundle
+// down, cannot be adopted: it ends failed/lost with its session revoked, and the plan's retry runs it again on a Job of its own. The run's bundle
 // verifies. (Both tasks retry a lost attempt; kwok's pod, which runs nothing, ends
 // worker-failed, which kept does not retry: a second attempt of kept is a run twice.)
 func TestServe_Kill9KubernetesAdopts(t *testing.T) {
@@ -387,9 +386,8 @@ tasks:
 }
 
 // TestServe_ReapAdoptsDeadSupervisorsDispatch: a kubernetes dispatch's supervisor killed with
-// -9 while serve runs is adopted by serve, which keeps the pod's gateway session (the red
-// team's finding F, session 3, was that a dead supervisor's session outlived it: now the
-// adopter holds it) and closes it when the Job ends. The adopting serve killed with -9 in
+// -9 while serve runs is adopted by serve, which keeps the pod's gateway session (a dead
+// supervisor's session must not outlive it: the adopter holds it) and closes it when the Job ends. The adopting serve killed with -9 in
 // turn, the next serve adopts the dispatch from it; the Job is followed to its end once.
 func TestServe_ReapAdoptsDeadSupervisorsDispatch(t *testing.T) {
 	e := newK8sEnv(t)

@@ -242,7 +242,7 @@ func (e *realPodEnv) checkFirstAttempts(run api.Run, product string) {
 	}
 }
 
-// TestServe_Kill9RealPods is issue #26 finding 12 on a real kubelet: `agora orch serve
+// TestServe_Kill9RealPods, on a real kubelet: `agora orch serve
 // --gateway`, the documented setup, is killed with SIGKILL twice while its tasks' pods
 // need its gateway, first while they fetch (their init containers start while it is dead,
 // and it stays dead 6 s more), then while they upload (their agents end while it is dead, and

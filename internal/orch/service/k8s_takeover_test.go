@@ -90,7 +90,7 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestServe_TakeoverAdoptsKubernetesJob is #31's takeover at kwok level: the leader's serve
+// TestServe_TakeoverAdoptsKubernetesJob is a takeover at kwok level: the leader's serve
 // dies (-9, with its supervisors) while two tasks' Jobs are in flight; a standby with the
 // restored databases and none of the old leader's volume serves. It adopts both dispatches
 // (dispatch.adopted) from agora.db alone: the gateway sessions the Jobs hold are there (their

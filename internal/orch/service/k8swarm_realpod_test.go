@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// TestServe_RealPodWarmSlotHeldByServe (#30 k8shold2) on a real kubelet: `agora orch serve
+// TestServe_RealPodWarmSlotHeldByServe on a real kubelet: `agora orch serve
 // --gateway` holds the kubernetes target's `warm: 1` as a standby supervisor, and the next
 // dispatch runs in that slot's pod (its worker claims over serve's gateway), supervised by the
 // standby, and ends as the cold one did: finished, its patch, on its first attempt, with the
@@ -69,7 +69,7 @@ func TestServe_RealPodWarmSlotHeldByServe(t *testing.T) {
 	if pid != held[0] {
 		t.Errorf("the warm dispatch %s was supervised by %d, not the standby %d", id, pid, held[0])
 	}
-	// Indistinguishable in record and audit from the cold one (#30): the same state and
+	// Indistinguishable in record and audit from the cold one: the same state and
 	// isolation, and the same audit entries in the same order.
 	var coldIso, coldState, warmIso, warmState string
 	must(t, db.SQL().QueryRow(`SELECT isolation, state FROM dispatches WHERE id = ?`, coldID).Scan(&coldIso, &coldState))

@@ -112,7 +112,7 @@ func (e *env) runPodsPlan(name string) string {
 	return run.Tasks[0].DispatchID
 }
 
-// TestServe_KubernetesWarmSlotsHeldByServe (#30 k8shold): `agora orch serve` holds a
+// TestServe_KubernetesWarmSlotsHeldByServe: `agora orch serve` holds a
 // kubernetes target's `warm: 2` as two standby supervisors, each the holder of one slot Job's
 // gateway slot (its hold lock is the standby's open file), and doctor names serve as their
 // holder. Attacks: a standby killed with -9 leaves a slot whose token the gateway refuses; the
@@ -198,7 +198,7 @@ func TestServe_KubernetesWarmSlotsHeldByServe(t *testing.T) {
 	}
 	t.Logf("%s: a second serve held its own, and its kill left the first's", time.Since(start))
 
-	// A held slot's pod deleted while it waits (#30 k8shold2): its standby sees it (the slot's
+	// A held slot's pod deleted while it waits: its standby sees it (the slot's
 	// pod watch) and ends, deleting its Job, and serve starts another; before, the standby
 	// waited on, counted ready, until a claim's check found the pod gone. The deleted slot is
 	// never held again.

@@ -28,7 +28,7 @@ func learnRefusal(actor string, p *plan.Plan) error {
 // runStatus is the engine's run document with every task whose dispatch was a learn dispatch
 // marked learn (docs/learn.md: the mark is everywhere a task is shown), a task on a target in
 // mode: learn included: what `agora orch watch`, the MCP run tools and every other client of
-// the service read (red team 31; `agora orch status` marked it from agora.db alone). A run
+// the service read (`agora orch status` marked it from agora.db alone). A run
 // whose dispatches cannot be read keeps the plan's marks.
 func (s *Server) runStatus(ctx context.Context, ref string) (api.Run, error) {
 	run, err := s.Engine.Status(ctx, ref)

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestLearnTask_PersonOnly (#30 learn2): a plan task's learn: true runs as a learn dispatch
+// TestLearnTask_PersonOnly: a plan task's learn: true runs as a learn dispatch
 // when a person submits the plan (`agora orch submit`): the dispatch is marked learn, the
 // run's status marks the task (JSON "learn": true, the table's "(learn)"), and its patch makes
 // no branch without --include-learn. The same plan submitted as an MCP client ("mcp:" actor,

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestLearn_NoHandOffNoBranchWithoutIncludeLearn (#30): a plan task on a target in mode:
+// TestLearn_NoHandOffNoBranchWithoutIncludeLearn: a plan task on a target in mode:
 // learn runs as a learn dispatch; its patch does not feed the dependent task's input (the
 // task fails naming --include-learn), and `orch patches --branch`, `--combined` and `dispatch
 // patch --branch` refuse it naming --include-learn, creating nothing; with --include-learn
@@ -82,7 +82,7 @@ tasks:
 	}
 }
 
-// TestLearn_MCPRunCannotLearn (#30): a run whose actor is an MCP client's ("mcp:" + its name,
+// TestLearn_MCPRunCannotLearn: a run whose actor is an MCP client's ("mcp:" + its name,
 // what the MCP server submits as) may not start a learn dispatch: its task on a target in
 // mode: learn fails saying an MCP client cannot learn, and nothing ran; the same plan from a
 // person runs. Failed before: the task ran as a learn dispatch.

@@ -15,8 +15,8 @@ import (
 
 // TestListen_NeverSeenOpen: under the widest umask, a watcher that looks at the socket's path
 // the whole time Listen runs never sees a socket there with any mode but 0600 (the CLI trusts
-// no other, and a CLI that came while it had the umask's ran its dispatch itself: CI, session
-// 47). Each Listen replaces the last one's socket, which its listener left behind, and the
+// no other, and a CLI that came while it had the umask's would run its dispatch
+// itself). Each Listen replaces the last one's socket, which its listener left behind, and the
 // new listener is the one that accepts there; nothing else is left in the directory.
 func TestListen_NeverSeenOpen(t *testing.T) {
 	old := syscall.Umask(0)

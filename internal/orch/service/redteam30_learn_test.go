@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// TestRedTeam30_LearnProductsFeedNothing (#30 red team b): a learn dispatch's products do not
+// TestRedTeam30_LearnProductsFeedNothing: a learn dispatch's products do not
 // feed other work without a person's --include-learn. Besides needs (the hand-off
 // TestLearn_NoHandOffNoBranchWithoutIncludeLearn covers), a plan's engine reads two products
 // itself: a fan-out's list (its items become tasks whose input each item is) and a reviewer's

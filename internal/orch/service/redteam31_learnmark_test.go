@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// TestRedTeam31_TargetLearnTaskMarkedByTheService (red team 31, learn): a plain task on a
+// TestRedTeam31_TargetLearnTaskMarkedByTheService (learn): a plain task on a
 // target a person put in mode: learn runs as a learn dispatch. `agora orch status` marked it
 // (the CLI reads agora.db itself), but the orchestrator service's own run document, which
 // `agora orch watch`, the MCP run tools (agora_orchestrator_status and _watch) and every

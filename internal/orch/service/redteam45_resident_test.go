@@ -21,7 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// Red team 45: the resident dispatcher (`agora dispatch resident`, #28) attacked with real
+// The resident dispatcher (`agora dispatch resident`) attacked with real
 // processes. Each test names the promise it attacks.
 
 // oneShotWithin is oneShot with a deadline: a CLI that hangs is a failure, not a stuck test.

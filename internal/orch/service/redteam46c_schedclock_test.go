@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Red team 46c: schedules under clock trouble after "missed counts only slots that really
+// Schedules under clock trouble after "missed counts only slots that really
 // passed" (reallyMissed, trusted) and "a slot whose id names a removed schedule's run of
 // another plan is refused" (UnmarkedRun by digest).
 

@@ -1,6 +1,6 @@
 package service_test
 
-// Red team 46h: the hand-off's caller check (callerWidens, the proof) against serve.
+// The hand-off's caller check (callerWidens, the proof) against serve.
 
 import (
 	"bufio"

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// Red team 46x: schedules when the clock goes back (scheduler.go fireDue/fire, cron/table.go
+// Schedules when the clock goes back (scheduler.go fireDue/fire, cron/table.go
 // ClockBack, From, UnmarkedRun), in-process on a synctest clock plus an offset the test moves
 // (the host's clock stepping).
 

@@ -19,7 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/orch/service"
 )
 
-// Red team 48 (helper-35), of session 48's change: service.Listen binds under a hidden name
+// service.Listen binds under a hidden name
 // beside its path, chmods it 0600 and renames it onto the path; the resident logs the
 // hand-offs it declines. Each test names the promise it attacks and fails if the attack
 // succeeds; the ones that broke the first version (a resident listening where no CLI can
@@ -259,8 +259,8 @@ func mustReadDir(t *testing.T, dir string) []os.DirEntry {
 	return ents
 }
 
-// TestRedTeam48_ServeStopKeepsNewSocket: serve's twin of red team 45's
-// ReplacedResidentKeepsNewSocket. A serve whose orch.sock was replaced by a newer serve's
+// TestRedTeam48_ServeStopKeepsNewSocket: serve's twin of
+// TestRedTeam45_ReplacedResidentKeepsNewSocket. A serve whose orch.sock was replaced by a newer serve's
 // (serve.lock removed, so a second one started) must leave the newer one's socket in place
 // when it stops: now that the listener no longer unlinks, only its `defer os.Remove(sock)`
 // decides, and it does not look whose socket is there.

@@ -18,12 +18,12 @@ import (
 	"github.com/agora-dev/agora/internal/orch/service"
 )
 
-// Red team 48b (helper-36), of session 48's version after red team 48's fixes: the
+// The
 // resident's log of refusals, serve's log of declines, and Listen's hidden name under
 // concurrency. What broke was fixed: refusals (400, 404) are limited as declines are, and
 // the hidden name is new for each Listen, checked to be the socket at path after the rename.
 
-// TestRedTeam48b_RefusalFlood: red team 48 bounded resident.log against a process of this
+// TestRedTeam48b_RefusalFlood: resident.log is bounded against a process of this
 // user posting hand-offs the resident declines (409: one line a minute per reason). The same
 // process posting hand-offs the resident refuses instead (a body that does not decode: 400;
 // or any other route: 404) still writes a "refused" line each: logRefusals logs at warn, and

@@ -43,7 +43,7 @@ func takeBack(t *testing.T, home, vol string) {
 	restoreFrom(t, other, home)
 }
 
-// TestRedHA_TakeoverBackOntoAStaleVolume (red team #31, attack: leadership that comes back to
+// TestRedHA_TakeoverBackOntoAStaleVolume (attack: leadership that comes back to
 // a replica's old volume): replica A leads and exports a task's Job; A's pod dies (-9); B
 // takes over, adopts the dispatch (its stage made again on B's volume) and the pod uploads its
 // result to B; B dies (-9) before the Job ends. A's pod, restarted on its own volume, takes the

@@ -36,7 +36,7 @@ func (w *statusWriter) Flush() {
 // and the status: never the body or the error text, which may quote a plan. A declined
 // hand-off (409) is not one: it is said where it is decided, with why (Server.handoff, and the
 // resident's own line, one a minute), and a line of each here grew the resident's log without
-// bound (red team 48).
+// bound.
 func logRefusals(log *slog.Logger, next http.Handler) http.Handler {
 	if log == nil {
 		return next

@@ -319,7 +319,7 @@ func TestResident_Killed(t *testing.T) {
 }
 
 // TestResident_OtherProcessContextRunsItself: a CLI whose umask or resource limits are not
-// the resident's (another shell's: red team 45) runs its dispatch itself, as one of another
+// the resident's (another shell's) runs its dispatch itself, as one of another
 // environment does; the resident's own CLI context still hands off.
 func TestResident_OtherProcessContextRunsItself(t *testing.T) {
 	e := residentEnv(t, "")

@@ -349,7 +349,7 @@ func TestSchedule_AddRefuses(t *testing.T) {
 	}
 }
 
-// TestSchedule_ClockAYearAheadAndBack (#46): serve's clock a year ahead for a moment fires one
+// TestSchedule_ClockAYearAheadAndBack: serve's clock a year ahead for a moment fires one
 // slot a year away (one run, none missed: serve measured seconds passing, not the year it
 // jumped over, and says so in its log); back at the right time the
 // schedule fires its next slot from now, not from the slot a year ahead, and says why once

@@ -37,7 +37,7 @@ type Scheduler struct {
 	// Uptime is how much real time has passed, read from a clock no one sets (nil:
 	// CLOCK_BOOTTIME, which counts a suspended host's sleep as Go's monotonic clock does
 	// not). Between two looks it is what really passed, whatever Now says: a slot the wall
-	// clock jumped over is fired but not counted as missed (#46).
+	// clock jumped over is fired but not counted as missed.
 	Uptime func() time.Duration
 
 	once sync.Once
@@ -237,7 +237,7 @@ func (s *Scheduler) fire(ctx context.Context, sch *cron.Schedule, now, trusted t
 		// The slot's id names a run already. Of another plan, it is the run of a schedule
 		// of this name that was removed (while the clock was behind the slot it fired): a
 		// slot never runs twice, so this one is refused, saying so, rather than recorded as
-		// fired with a plan it never had (red team 46x).
+		// fired with a plan it never had.
 		r, err := s.Server.Engine.Status(ctx, id)
 		if err != nil {
 			return err

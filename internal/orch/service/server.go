@@ -105,7 +105,7 @@ func (l *Listener) Own() bool {
 }
 
 // RemoveSocket removes the listener's socket file if it is still the one Listen put there:
-// a newer server of the path keeps its own (red teams 45 and 48). Closing the listener does
+// a newer server of the path keeps its own. Closing the listener does
 // not remove it.
 func (l *Listener) RemoveSocket() {
 	if l.Own() {
@@ -118,16 +118,15 @@ func (l *Listener) RemoveSocket() {
 // under a hidden name of its own beside path, given its mode, then renamed onto path: whoever
 // finds a socket at path finds one the CLI trusts (trustedSocket wants 0600) and that
 // accepts. Bound at path itself, it had the umask's mode until a chmod, and a CLI that came in
-// that window ran its dispatch itself and started a second resident that could only exit (CI,
-// session 47: a resident's first hand-off missed). Not under a narrowed umask either: the
+// that window ran its dispatch itself and started a second resident that could only exit (a
+// resident's first hand-off would miss). Not under a narrowed umask either: the
 // umask is the process's, and serve starts standby supervisors and supervises dispatches
-// while it listens (red team 31: a standby started as serve began listening made its claim's
+// while it listens (a standby started as serve began listening made its claim's
 // tree 0600, and its first dispatch failed 'Can't chdir to /agora/workspace'). Under its
 // hidden name the socket is reached by no one: orch/ is 0700, and every connection's peer
 // must be this user (SO_PEERCRED, Handler). The hidden name is new for each Listen
 // (.bound-NAME.RANDOM), so two Listens of one path at once (outside the lock) never bind each
-// other's; what a server killed inside Listen left, the next Listen of the path removes
-// (red teams 48 and 48b).
+// other's; what a server killed inside Listen left, the next Listen of the path removes.
 func Listen(path string) (*Listener, error) {
 	if err := CheckSocketPath(path); err != nil {
 		return nil, err
@@ -152,7 +151,7 @@ func Listen(path string) (*Listener, error) {
 	ln.SetUnlinkOnClose(false)
 	// What is at path once renamed must be the socket this bound: a Listen of the same path
 	// by another process at the same moment (outside its lock) could have put its own there,
-	// and this listener would then Own a socket no connection reaches (red team 48b).
+	// and this listener would then Own a socket no connection reaches.
 	bound, err := os.Lstat(hidden)
 	if err == nil {
 		err = os.Chmod(hidden, 0o600)

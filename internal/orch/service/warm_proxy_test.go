@@ -12,7 +12,7 @@ import (
 // dispatch has the egress proxy and binds its stage's trust file over the system trust store.
 // serve's standby starts its slot from the template file a cold dispatch wrote (whose trust
 // file is that dispatch's, gone since), and the next proxy dispatch runs in that standby's
-// slot, the trust store filled at the claim (#30: before, every proxy dispatch missed its
+// slot, the trust store filled at the claim (before, every proxy dispatch missed its
 // standby's slot and started cold).
 func TestServe_ProxyDispatchRunsInStandby(t *testing.T) {
 	if os.Geteuid() != 0 {

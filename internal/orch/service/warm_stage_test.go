@@ -26,7 +26,7 @@ func mountsBelow(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestServe_Kill9StagedStandby (#30 stage ahead): a standby's slot stages its dispatch's
+// TestServe_Kill9StagedStandby: a standby's slot stages its dispatch's
 // directories and disk quota at fill. A standby killed with -9 before any claim, and one
 // killed while its claimed dispatch runs on that stage, leave nothing: the stage's quota is
 // unmounted and its directory removed by the sweep, the dispatch ends failed/lost, and no

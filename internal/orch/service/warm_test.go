@@ -20,7 +20,7 @@ import (
 )
 
 // warmServedEnv is an env whose local target keeps n warm slots, with orch serve running
-// (it holds them as standby supervisors, #30). One cold run of the "worker" subagent teaches
+// (it holds them as standby supervisors). One cold run of the "worker" subagent teaches
 // the target its shape first; the function returns once n standbys are ready.
 func warmServedEnv(t *testing.T, n int) (*env, func() *os.Process) {
 	t.Helper()

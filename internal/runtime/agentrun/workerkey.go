@@ -2,7 +2,7 @@ package agentrun
 
 import "net/http"
 
-// The worker's key (#30 F7; the worker's workerkey.go claims the gateway with it, the
+// The worker's key (the worker's workerkey.go claims the gateway with it, the
 // gateway's side is modelgw/workerkey.go) travels in these headers on every audit report, and
 // ViaHook marks a report the worker relays from a runtime's tool hook. The gateway's names:
 // modelgw.WorkerKeyHeader, WorkerViaHeader.

@@ -83,7 +83,7 @@ type Config struct {
 //   - --settings=FILE: the hooks of [Config.HookCommand] (see [HookEvents]). Settings given
 //     on the command line are a scope of their own, not one of the --setting-sources, so
 //     they load when the files do not (https://code.claude.com/docs/en/settings; the runs
-//     in anthropics/claude-code#82747 and #92541 pass exactly this pair);
+//     in anthropics/claude-code#82747 and anthropics/claude-code#92541 pass exactly this pair);
 //   - --strict-mcp-config and --mcp-config=FILE: MCP servers from Config.MCPConfig only;
 //   - --tools=LIST, --allowedTools RULE..., --disallowedTools NAME...: see [Tools],
 //     [AllowedTools] and [DisallowedTools]. --tools= (empty) loads no built-in tool.

@@ -27,7 +27,7 @@ func TestMapTool(t *testing.T) {
 		{entry: "Grep", want: grant.Set{Tools: []string{"search_files"}}, claude: []string{"Glob", "Grep"}},
 		{entry: "Bash", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"bash -c *"}}, claude: []string{"Bash"}},
 		{entry: "Bash(git status)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"git status"}}, claude: []string{"Bash", "Bash(git status)"}},
-		// Launchers (#46): git (aliases, hooks, diff.external), go (go test runs the tests the
+		// Launchers: git (aliases, hooks, diff.external), go (go test runs the tests the
 		// agent writes), npm (package.json's scripts), make, npx, docker: any arguments run anything.
 		{entry: "Bash(git diff:*)", want: grant.Set{Tools: []string{"run_command"}, Commands: []string{"git diff **"}}, claude: []string{"Bash", "Bash(git diff *)"},
 			note: "git runs the programs or code its arguments, files or configuration name (a launcher): with any arguments it can run anything"},

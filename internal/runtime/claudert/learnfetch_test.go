@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-// TestLearnFetch (#30, learn3): a learn dispatch's widened fence loads WebFetch and allows it
+// TestLearnFetch: a learn dispatch's widened fence loads WebFetch and allows it
 // to any host (the egress proxy judges hosts there), whatever the grant's egress; without
 // LearnFetch a grant with no egress host loads no WebFetch, as before.
 func TestLearnFetch(t *testing.T) {

@@ -38,7 +38,7 @@ func TestCommandAllowed(t *testing.T) {
 		}
 	}
 	// A grant naming the shell allows any script, as it says, however codex quotes it: Codex
-	// 0.169.0 writes a script holding a single quote in double quotes (#26 finding 2).
+	// 0.169.0 writes a script holding a single quote in double quotes.
 	for _, line := range []string{
 		"/bin/bash -lc 'echo hi > out.txt && ls'",
 		`/usr/bin/bash -lc "printf '%s\\n' 'LINE' > NOTES.md && cat NOTES.md"`,

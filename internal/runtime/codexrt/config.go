@@ -7,7 +7,7 @@ import (
 )
 
 // EnvKey is the variable codex once read its provider's bearer token from. codex no longer
-// gets it (red team 38: codex passes its environment to every process it starts, its
+// gets it (codex passes its environment to every process it starts, its
 // commands' shells and its own helpers, all readable by the agent's tools); ConfigTOML puts
 // the token in the config, which Run rewrites without it once codex has read it. The name
 // stays excluded from the commands' environment all the same.
@@ -46,8 +46,8 @@ func ConfigTOML(model, baseURL, systemPrompt, token string) ([]byte, error) {
 	b.WriteString("\n[analytics]\nenabled = false\n")
 	b.WriteString("\n[feedback]\nenabled = false\n")
 	b.WriteString("\n[features]\nplugins = false\nremote_plugin = false\napps = false\nunbounded_connection_retries = false\n")
-	// The commands codex runs are the agent's: they do not get the relay token codex sends
-	// (red team 38). Everything else of the environment passes, as before.
+	// The commands codex runs are the agent's: they do not get the relay token codex sends.
+	// Everything else of the environment passes, as before.
 	b.WriteString("\n[shell_environment_policy]\n")
 	line("inherit", tomlString("all"))
 	line("exclude", "["+tomlString(EnvKey)+"]")

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 )
 
-// TestRedTeam38_CommandsLackRelayToken (red team 38): the relay token codex sends is codex's,
+// TestRedTeam38_CommandsLackRelayToken: the relay token codex sends is codex's,
 // not its commands'. The real Codex CLI gets it in config.toml only: a command's environment
 // has every other variable of codex's (a marker passes) and no token, nor does any process
 // codex starts (its helpers inherit its environment); and once codex's first request is

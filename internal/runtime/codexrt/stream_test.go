@@ -68,7 +68,7 @@ func TestParseStreamMalformed(t *testing.T) {
 		"ItemNoID":   {"{\"type\":\"item.started\",\"item\":{\"type\":\"command_execution\"}}\n", "item.started without an item id and type"},
 		"ItemNull":   {"{\"type\":\"item.completed\",\"item\":null}\n", "item.completed without an item id and type"},
 		"LineTooBig": {"{\"type\":\"x\",\"p\":\"" + strings.Repeat("a", maxLine) + "\"}\n", "codex output line 1: bufio.Scanner: token too long"},
-		// #26 finding 1: a line that says two things (to a reader that folds case or keeps the
+		// A line that says two things (to a reader that folds case or keeps the
 		// last duplicate, and to one that reads exactly) is refused, whichever key it doubles.
 		"TypeAndType":       {`{"type":"item.started","Type":"turn.started","item":{"id":"1","type":"command_execution","command":"rm -rf /"}}` + "\n", `duplicate key "Type"`},
 		"ItemAndItem":       {`{"type":"item.started","item":{"id":"1","type":"command_execution","command":"rm -rf /"},"Item":{"id":"1","type":"command_execution","command":"git status"}}` + "\n", `duplicate key "Item"`},

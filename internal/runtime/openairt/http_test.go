@@ -124,7 +124,7 @@ func TestRun_BrokenReplies(t *testing.T) {
 		{"stream error event", "data: {\"error\":{\"message\":\"upstream died\"}}\n\n", sse, ErrBadResponse, "upstream died"},
 		{"stream bad chunk", "data: {nope\n\ndata: [DONE]\n\n", sse, ErrBadResponse, "chunk 0"},
 		{"stream line too long", "data: \"" + strings.Repeat("a", maxResponseBytes) + "\n\n", sse, ErrResponseTooLarge, ""},
-		// #26: a reply that names one tool to the loop and another to a case-sensitive
+		// A reply that names one tool to the loop and another to a case-sensitive
 		// reader of the transcript (encoding/json folds case and keeps the last duplicate).
 		{"name and Name", `{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"list_files","Name":"run_command","arguments":"{}"}}]}}]}`, "application/json", ErrBadResponse, `duplicate key "Name"`},
 		{"lone Name", `{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"Name":"run_command","arguments":"{}"}}]}}]}`, "application/json", ErrBadResponse, `keys are case-sensitive`},

@@ -9,7 +9,7 @@ import (
 )
 
 // TestGitQuotedPathMasked: a secret with non-ASCII bytes used as a file name reaches a patch
-// in git's quoted form; it is masked like the raw value (issue #11 red team).
+// in git's quoted form; it is masked like the raw value.
 func TestGitQuotedPathMasked(t *testing.T) {
 	secret := "Geheim-Schlüssel-\"x\"\t0123"
 	r := New([][]byte{[]byte(secret)})

@@ -34,7 +34,7 @@
 // every 4-byte fragment of a long value would mask ordinary text; why not longer: two windows (a
 // prefix from one answer, a suffix from another) must not add up to the value, so the line
 // cannot be "the value's length minus a margin". A strict Redactor scans a few times slower
-// than [New] (docs/BENCHMARKS.md). What it cannot see: a value cut by the host into pieces
+// than [New] (docs/benchmarks-history.md#strict-masking-of-bound-hosts-responses-26-finding-11). What it cannot see: a value cut by the host into pieces
 // shorter than PieceLen (two headers of 7 bytes each, or characters put between the bytes), an
 // encoding it does not know (rot13, compression, UTF-16, a second round of escaping, mixed-case hex),
 // and white space inside an escape ("%6\n7").

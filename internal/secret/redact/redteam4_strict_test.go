@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam4_StrictMasksValuesThatLookLikeEscapes (issue 26 red team, finding 11): a bound
+// TestRedTeam4_StrictMasksValuesThatLookLikeEscapes: a bound
 // value that itself holds what the skeleton decodes (%41, &#65;, &#x41;, \x41, a blank, %2F
 // near its end) is masked as a host reflects it: verbatim, in a header, quoted, and for a
 // value with blanks form-encoded (+ or %20).

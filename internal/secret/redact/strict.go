@@ -22,7 +22,7 @@ import (
 //   - any piece of any of these that carries at least [PieceLen] bytes of the value: a prefix
 //     (a header cut to 40 characters), a suffix, or a piece from the middle.
 //
-// It is slower than [New] (see docs/BENCHMARKS.md) and masks more: text that shares a piece
+// It is slower than [New] (see docs/benchmarks-history.md#strict-masking-of-bound-hosts-responses-26-finding-11) and masks more: text that shares a piece
 // of PieceLen bytes with a value (another token with the same fixed header, say) is masked
 // too.
 func NewStrict(values [][]byte) *Redactor {

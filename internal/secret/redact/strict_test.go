@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact/redacttest"
 )
 
-// long64 is a 64-byte token, as in finding 11 of #26.
+// long64 is a 64-byte token, as a host may echo one.
 const long64 = "ghp_R3aLs3cr3tVALUEs64charsLONGabcdefghijKLMNOPqrstuvw0123456789"
 
 // A strict Redactor masks everything New does, with the text around it kept.
@@ -30,7 +30,7 @@ func TestStrict_MasksEveryFormNewMasks(t *testing.T) {
 	}
 }
 
-// The encodings finding 11 names, in full and cut: masked, so that no piece of PieceLen
+// The encodings a host may echo a value in, in full and cut: masked, so that no piece of PieceLen
 // bytes can be read back (judged by redacttest, which shares no code with the redactor).
 func TestStrict_WrappedEscapedAndCut(t *testing.T) {
 	v := []byte(long64)

@@ -186,7 +186,7 @@ func (w workspace) write(p, content string) (toolreg.Result, error) {
 	if !created && w.pinned != "" && hardLinked(f) {
 		// A learn scratch's file is the scratch's own: one with another name elsewhere (a
 		// hard link the agent made to a workspace file, or one outside) would take the
-		// learned write there, past the check by name above (red team 32).
+		// learned write there, past the check by name above.
 		f.Close()
 		return toolreg.Result{}, &toolreg.DeniedError{Tool: tool, Reason: ReasonOutsideWorkspace,
 			Hint: "the file has other hard links; a learned write goes only to a file of the scratch directory's own"}

@@ -118,7 +118,7 @@ func (w workspace) learnPaths(p string) (asked, name string, ok bool) {
 	} else if w.namesInside(abs) {
 		// A workspace file named by its absolute path is refused as in any dispatch (give
 		// it relative), not put on record as a write outside the workspace nor diverted to
-		// the scratch directory (red team 32).
+		// the scratch directory.
 		return "", "", false
 	}
 	name = strings.TrimPrefix(filepath.Clean(abs), "/")

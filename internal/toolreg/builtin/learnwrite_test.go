@@ -51,7 +51,7 @@ func (f *learnFixture) all() []fileRecord {
 	return append([]fileRecord(nil), f.records...)
 }
 
-// TestLearnWrite_OutsideTheWorkspace (#30, file.would_deny): in a learn view, each way out
+// TestLearnWrite_OutsideTheWorkspace (file.would_deny): in a learn view, each way out
 // of the workspace (a path with "..", an absolute path, a link in the workspace leading out,
 // a path into /agora or to the worker's own files) is put on record with the path as the
 // sandbox names it, then written into the scratch directory, never at the path asked for:

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Red team 32 (#30 file.would_deny): the agent, with the worker's uid, knows the scratch
+// The agent, with the worker's uid, knows the scratch
 // directory's name (the model reads it in write_file's answer) and prepares it before the
 // next learned write, hoping the write lands in the workspace (the patch) or outside.
 

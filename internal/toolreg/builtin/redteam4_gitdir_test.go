@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/toolreg"
 )
 
-// TestRedTeam4_WriteFileNeverIntoGit (issue 26 red team): write_file refuses every way into
+// TestRedTeam4_WriteFileNeverIntoGit: write_file refuses every way into
 // a .git directory, spelled in the path or reached through a link a repository committed,
 // and leaves what is there untouched; a link elsewhere in the workspace still writes.
 // Failed before: each of these wrote .git/config (core.fsmonitor there is a command every

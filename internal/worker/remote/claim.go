@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// A warm worker (#30) starts before its dispatch exists, holding only its slot's token (in
+// A warm worker starts before its dispatch exists, holding only its slot's token (in
 // [remote.TokenEnv], as a cold worker holds its dispatch's, with [remote.SlotEnv] naming the
 // slot). [ClaimFromEnv] takes both out of the environment and waits on the gateway until the
 // host binds a dispatch to the slot; the answer names the dispatch and carries its session
@@ -29,7 +29,7 @@ func ClaimFromEnv(ctx context.Context, log io.Writer) (*Client, error) {
 	var token, slot string
 	var terr error
 	if path := os.Getenv(remote.SlotFileEnv); path != "" {
-		// An agent-sandbox pool pod (#30): its init step enrolled and left the slot here.
+		// An agent-sandbox pool pod: its init step enrolled and left the slot here.
 		var a remote.EnrollAnswer
 		a, terr = slotFromFile(path)
 		token, slot = a.Token, a.Slot

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// A pool pod (#30, remote/pool.go) has no slot token in its spec: its init step enrols with
+// A pool pod (remote/pool.go) has no slot token in its spec: its init step enrols with
 // the pod's projected ServiceAccount token ([Enroll]) and writes the answer, its slot id and
 // slot token, to [remote.SlotFileEnv]'s file, in a memory volume the worker's container
 // mounts; [ClaimFromEnv] in the worker's container reads that file once and removes it. The

@@ -43,7 +43,7 @@ var version = sync.OnceValue(func() string {
 
 // VersionOf is the identity of the worker program at path, as that worker's [Version] will
 // say it: what a host's gateway reports, so that the worker it dispatches to is compared
-// with the worker program the host has, not with the host's own build (#31). A file that
+// with the worker program the host has, not with the host's own build. A file that
 // cannot be read has an identity no worker matches, and the worker's refusal names it.
 func VersionOf(path string) string {
 	v := ""
@@ -97,7 +97,7 @@ func fetch(ctx context.Context, stderr io.Writer) error {
 		return fmt.Errorf("%s must name the stage directory, an absolute path", remote.StageEnv)
 	}
 	if SlotEnabled() {
-		// A Kubernetes warm slot's init step (#30): no dispatch exists yet, and it holds no
+		// A Kubernetes warm slot's init step: no dispatch exists yet, and it holds no
 		// token; its filler and worker fetch the dispatch's mounts once it claims one. It
 		// makes the read-only places' entries (slotfill.go).
 		if v, ok := os.LookupEnv(remote.SlotPlacesEnv); ok {
@@ -113,7 +113,7 @@ func fetch(ctx context.Context, stderr io.Writer) error {
 			return err
 		}
 		if os.Getenv(remote.SlotEnrollEnv) != "" {
-			// An agent-sandbox pool pod (#30): it has no slot until it enrols with its
+			// An agent-sandbox pool pod: it has no slot until it enrols with its
 			// projected token, which only this step mounts.
 			return enrollFromEnv(ctx, stderr)
 		}

@@ -12,8 +12,8 @@ import (
 // the host takes regular files and directories only, and reads only what result.json
 // declares, which the worker lists as regular files. So is what the worker may not open (an
 // agent's chmod 000 of a file or directory it wrote in out/outputs): the worker could not
-// hash it either, and says so in result.json, which must still reach the host (#26 red team
-// B: the whole upload failed on it, and was retried as a gateway outage).
+// hash it either, and says so in result.json, which must still reach the host (otherwise
+// the whole upload fails on it, and is retried as a gateway outage).
 func Pack(w io.Writer, dir string) error {
 	return roottar.WriteDir(w, dir, roottar.Options{
 		SkipDenied: true, SkipChanged: true, DirMode: 0o700,

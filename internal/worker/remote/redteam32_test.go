@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// TestRedTeam32_FetchRefusesAPlantedPlace (#30 docker warm slots, the job before the claim):
+// TestRedTeam32_FetchRefusesAPlantedPlace (the job before the claim):
 // acb31d4 makes a slot's worker refuse to fetch a mount into a place that is not empty, since
 // whatever ran in the slot before its claim could have planted files there. A place planted
 // as a symlink to an empty directory passed that check (os.ReadDir follows it) and the

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// Red team 35 (#30 k8sslot): the filler fetches a directory place into a temporary directory
+// The filler fetches a directory place into a temporary directory
 // inside the place's own volume (.agora-fill, so its entries move in by rename) and removes it
 // after. A bundle or an input of the dispatch's with an entry of that very name: the merge took
 // the temporary directory for the entry (a directory both have), moved the entry's files into

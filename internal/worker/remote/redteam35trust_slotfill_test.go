@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// Red team 35 trust (#30 k8sslot, 2d82cec): a proxy dispatch's system trust store is a file
+// A proxy dispatch's system trust store is a file
 // place of the slot, filled by the filler with the claiming dispatch's trust file. The attack:
 // make that fill fail or come out short and see what trust store the worker is left with. It
 // must never be a half-written CA, a symlink to the image's store, or what was in the place

@@ -112,7 +112,7 @@ func (r *retrier) waitOr(ctx context.Context, err error, wake <-chan struct{}) e
 
 // localError is a request that failed on the worker's side before any gateway was involved
 // (its body could not be made: the upload's Pack): retrying it would only fail again, and
-// giving up on it as [UnreachableError] would blame the gateway for it (#26 red team B: an
+// giving up on it as [UnreachableError] would blame the gateway for it (an
 // agent's unreadable output file made the worker exit 75, recorded gateway-unreachable).
 type localError struct{ err error }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// A Kubernetes warm slot's read-only places (#30 k8sslot, compute/remote/slotfill.go). The
+// A Kubernetes warm slot's read-only places (compute/remote/slotfill.go). The
 // slot's init step makes each place's entries ([premakePlaces]); the filler ([FillMain], a
 // container of its own holding the places' volumes writable, which the worker's container
 // mounts read-only) waits for the worker's grant on a Unix socket, fetches the dispatch's
@@ -233,7 +233,7 @@ func fillPlace(ctx context.Context, c *Client, m remote.Mount, dir string, neste
 }
 
 // moveInTmpNamed moves in, last, the fetched directory's own entry named as the temporary
-// directory (a bundle or an input may have one, red team 35): merged as the rest, it was taken
+// directory (a bundle or an input may have one): merged as the rest, it was taken
 // for the temporary directory itself and removed with it. It is parked in a fresh directory
 // of the place, the temporary directory removed, then moved to its name.
 func moveInTmpNamed(tmp, dir string) error {

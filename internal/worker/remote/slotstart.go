@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// A warm worker (#30) is started before its dispatch exists: no init step fetched anything for
+// A warm worker is started before its dispatch exists: no init step fetched anything for
 // it. [StartSlot] claims the slot's dispatch ([ClaimFromEnv]), then fetches that dispatch's
 // mounts into their places below the layout root itself ([FetchInto]), and from there runs as
 // a cold remote worker ([StartClient]).
@@ -148,10 +148,10 @@ func fetchMount(ctx context.Context, c *Client, m remote.Mount, root, dst string
 		return nil
 	}
 	// The place must be new (or an empty directory): whatever ran in the slot before its claim
-	// could have planted files there, and the dispatch would run on them (#30 dockerhold). Nor
+	// could have planted files there, and the dispatch would run on them. Nor
 	// may it be reached through a symlink: one planted at the place (or above it) to an empty
 	// directory passed the emptiness check, and the fetch went into the planter's directory,
-	// where it can add files after the check (red team 32).
+	// where it can add files after the check.
 	if err := noPlantedLink(root, dst); err != nil {
 		return fmt.Errorf("mount %s: %w", m.Name, err)
 	}

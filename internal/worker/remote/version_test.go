@@ -10,7 +10,7 @@ import (
 // TestVersionOf_UnversionedIsItsBytes: a build without a version (this test binary) is named
 // by its bytes, the same way whether the worker asks of itself (Version) or the host of the
 // worker program it has (VersionOf); a copy with one byte changed, as a stale image of such a
-// build is, does not match (#31: "dev" == "dev" passed the check).
+// build is, does not match ("dev" == "dev" passed the check).
 func TestVersionOf_UnversionedIsItsBytes(t *testing.T) {
 	self := Version()
 	if !strings.Contains(self, "+sha256:") || strings.HasSuffix(self, "unknown") {

@@ -136,7 +136,7 @@ func (Adapter) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit,
 		// unmapped one; a sandbox's uid is no promise.
 		"CLAUDE_CODE_HARBOR_KITE": "0",
 	}
-	// The gateway refuses a request for any model but the subagent's (issue #26, finding 5):
+	// The gateway refuses a request for any model but the subagent's:
 	// every model slot claude has (its background "small fast" model, its subagents', each
 	// family's default) is that model, so claude never asks for another.
 	if inv.Model != "" {

@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/toolreg/builtin"
 )
 
-// TestClaudeWrites_OnlyPrintedWritesOutside (#30, file.would_deny, claude; attacks on the
+// TestClaudeWrites_OnlyPrintedWritesOutside (file.would_deny, claude; attacks on the
 // relay's /learn/file, which anything in the sandbox can reach): the worker learns only a
 // Write claude printed whose path leaves the workspace, taken from the printed input, once
 // per call: a call id never printed, another tool, a Write inside the workspace or into

@@ -11,7 +11,7 @@ import (
 // TestCallHash_RelativePathAsTheHookSeesIt: claude prints a Write's relative path as the
 // model gave it and hands its hook the path made absolute against its cwd. Both views must
 // hash alike, or every claude dispatch that writes a relative path stopped as if a report
-// named another call (found by learn3, session 32).
+// named another call (found by learn3).
 func TestCallHash_RelativePathAsTheHookSeesIt(t *testing.T) {
 	red := redact.New(nil)
 	const ws = "/agora/workspace"

@@ -12,7 +12,7 @@ import (
 
 // TestHookRelay_RefusesOtherUsers: with `network: host` the relay's abstract name is in the
 // host's network namespace, listed in /proc/net/unix; a process of another user (another
-// sandbox's uid, another tenant) must not get a report through (review of issue #11).
+// sandbox's uid, another tenant) must not get a report through.
 func TestHookRelay_RefusesOtherUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: connecting as another user needs root")

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
-// printedCalls vouches for a learn dispatch's would_deny reports (red team 31). The hook
+// printedCalls vouches for a learn dispatch's would_deny reports. The hook
 // relay is an abstract socket any process in the sandbox may reach (hookrelay.go), and a
 // would_deny is evidence `agora capability suggest` turns into a grant; the relay sends it
 // on with the worker's key (reporter "hook"). So a would_deny is relayed only for a call

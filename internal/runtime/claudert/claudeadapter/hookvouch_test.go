@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
-// TestRedTeam31_HookVouch (red team 31, learn): the relay relays a would_deny only for a call
+// TestRedTeam31_HookVouch (learn): the relay relays a would_deny only for a call
 // claude printed, with its tool and argument hash, once, and with the command line made
 // from the printed input (never the report's). Failed before (through the real claude, see
 // dispatch's TestRedTeam31_HookRelayForgedWouldDeny): any report was relayed as the hook's.

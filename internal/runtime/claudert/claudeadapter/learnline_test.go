@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
-// TestLearnCommand_ControlCharacters (#30, suggest): a Bash line with a newline is left out of
+// TestLearnCommand_ControlCharacters (suggest): a Bash line with a newline is left out of
 // the would_deny, not made into another command by turning the newline into a space ("git\npush"
 // would have read as `git push`); a tab separates words as a space does. Failed before: every
 // control character became a space.

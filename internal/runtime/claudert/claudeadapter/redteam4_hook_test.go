@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam4_HookRefusesWritesIntoGit (issue 26 red team): the pre-tool hook's judgment of
+// TestRedTeam4_HookRefusesWritesIntoGit: the pre-tool hook's judgment of
 // Claude Code's file tools: a path into a .git directory, spelt so, relative to claude's cwd,
 // through a symlink or a dangling one, is refused, and so is one that resolves outside the
 // workspace (claude's shell snapshot under /tmp, through a committed link to /tmp); an input

@@ -76,7 +76,7 @@ var codexScripts = []string{
 	`touch 'it'"'"'s.txt'`,
 }
 
-// TestCodexChecks_AgreeOnEveryScript_RealCLI is #26 finding 2 against the real Codex CLI:
+// TestCodexChecks_AgreeOnEveryScript_RealCLI, against the real Codex CLI:
 // for every script, the command line Codex reports as it starts it reads back, by the one
 // parser (shellwords), as exactly the shell running the model's script, and the relay's check
 // (precheck, on the model's arguments) and the check of what codex started (command, on that

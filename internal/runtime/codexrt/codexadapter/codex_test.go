@@ -120,7 +120,7 @@ func TestCodex_AuditsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Red team 38: the relay token reaches codex in its config only, never its environment,
+	// The relay token reaches codex in its config only, never its environment,
 	// which every process codex starts inherits (and which the agent's tools can read).
 	if strings.Contains(string(env), codexTestKey) || strings.Contains(string(env), "agora-relay-") || strings.Contains(string(env), codexrt.EnvKey) {
 		t.Errorf("codex's environment holds the key or the relay token:\n%s", env)
@@ -132,7 +132,7 @@ func TestCodex_AuditsLive(t *testing.T) {
 
 // TestCodex_CommandOutsideGrantFailsClosed: codex cannot ask first, so an action outside the
 // grant that codex reports kills codex, is recorded as what it was, ran-outside-grant (codex
-// had started it; "denied" would say it never ran, #26 finding 2), and fails the dispatch
+// had started it; "denied" would say it never ran), and fails the dispatch
 // saying why.
 func TestCodex_CommandOutsideGrantFailsClosed(t *testing.T) {
 	for _, tc := range []struct {

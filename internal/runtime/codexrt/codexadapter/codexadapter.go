@@ -81,7 +81,7 @@ func (Adapter) Run(ctx context.Context, inv agentrun.Invocation) (agentrun.Exit,
 		// The relay's per-run token, never the model key: the gateway adds that on the host.
 		BaseURL: rl.URL, Token: rl.Token,
 		// Once codex has used the token it has read its config: the token leaves the file
-		// before the model's first answer reaches codex (red team 38).
+		// before the model's first answer reaches codex.
 		ForgetToken: rl.OnFirst,
 		Dir:         inv.Dir,
 		Env:         inv.Env,

@@ -76,8 +76,7 @@ const codexStdinTool = "write_stdin"
 // stdinCall reads write_stdin's arguments exactly: a call that writes no input (it polls a
 // running command for output) passes without a decision; one that writes input is refused.
 // What a running program does with its input is no command line agora can judge: a granted
-// `sqlite3 app.db` runs ".shell CMD", a granted editor or interpreter anything (issue 26
-// red team), so input is refused whatever the grant. An item whose arguments have not
+// `sqlite3 app.db` runs ".shell CMD", a granted editor or interpreter anything, so input is refused whatever the grant. An item whose arguments have not
 // arrived yet has none to judge.
 func stdinCall(raw *string) string {
 	if raw == nil || *raw == "" {
@@ -228,7 +227,7 @@ func patchArgs(raw *string) ([]string, *string, string) {
 // headers are exactly those words at the start of a line; reading more lines as headers than
 // Codex does can only refuse a patch, never pass one. A move is the one change Codex's JSONL
 // does not name (it reports the moved file's old path, so the check of what codex changed
-// would see a file in the workspace; issue 26 red team: a move to /tmp/.bash_profile ran in
+// would see a file in the workspace; a move to /tmp/.bash_profile would run in
 // the next granted command's login shell), and a write into .git changes what the next
 // granted git command runs: both are judged here, before codex applies anything.
 func patchPaths(patch string) []string {

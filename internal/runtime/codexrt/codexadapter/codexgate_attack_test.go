@@ -69,7 +69,7 @@ func rewriteDone(old, new string) func(string) string {
 	}
 }
 
-// TestCodexGate_DuplicateKeys is #26 finding 1: the model says two things in one event, once
+// TestCodexGate_DuplicateKeys: the model says two things in one event, once
 // for a reader that folds case or keeps the last duplicate (encoding/json, which the gate
 // used) and once for Codex, which reads each key exactly. Each answer is refused whole, before
 // codex sees the call, recorded with why, and codex stopped. Before the fix every one passed

@@ -122,7 +122,7 @@ func (p *codexPatches) learnable(path string) (abs, name string, ok bool) {
 		abs = filepath.Join(p.dir, abs)
 	} else if real, err := filepath.EvalSymlinks(p.dir); err != nil || resolvesUnder(real, abs) {
 		// The workspace by its resolved name: refused as ever (give it relative), as
-		// write_file's learn does (red team 32).
+		// write_file's learn does.
 		return "", "", false
 	}
 	abs = filepath.Clean(abs)
@@ -151,7 +151,7 @@ func (p *codexPatches) copyOriginal(abs string) {
 	if pseudoFS(f) {
 		// /proc/self/environ and the like, by name or through a link: the worker is
 		// non-dumpable so the agent cannot read its /proc entries (its initial environment
-		// keeps the tokens it unset); copying one out would hand them over (red team 32).
+		// keeps the tokens it unset); copying one out would hand them over.
 		return
 	}
 	fi, err := f.Stat()

@@ -129,7 +129,7 @@ func learnRelayThen(t *testing.T, dir string, grants grant.Set, reply responsest
 	return run
 }
 
-// TestCodexLearn_PatchOutsideRewritten (#30, file.would_deny for codex): in a learn
+// TestCodexLearn_PatchOutsideRewritten (file.would_deny for codex): in a learn
 // dispatch, an apply_patch path outside the workspace (absolute, "..", through a symlink,
 // under /agora) is recorded as file.would_deny once and rewritten into the scratch directory
 // in every event codex reads the call from (the item, the response's output), its streamed

@@ -7,7 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/shellwords"
 )
 
-// TestLearnLine_ReadsBack (#30, suggest): codex's would_deny line reads back as exactly the
+// TestLearnLine_ReadsBack (suggest): codex's would_deny line reads back as exactly the
 // argv the gate judged. Joined with bare spaces, ["bash", "-lc", "make test"] read back as a
 // four-word command that never ran, which `agora capability suggest` would have proposed.
 // Failed before: the line was strings.Join(argv, " ").

@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/toolreg/builtin"
 )
 
-// TestRedTeam32_CodexLearnCopiesNoProcFile (#30 codex learn, 64e6710): an Update File outside
+// TestRedTeam32_CodexLearnCopiesNoProcFile (64e6710): an Update File outside
 // the workspace makes the worker copy the original into the scratch directory, where the
 // agent reads it. The worker is non-dumpable so that the agent (same uid) cannot read its
 // /proc entries: its initial environment (/proc/self/environ keeps the gateway token and

@@ -6,7 +6,7 @@ import (
 	"github.com/agora-dev/agora/internal/runtime/codexrt"
 )
 
-// TestRedTeam4_CodexGateReadsArgumentsAsCodexDoes (issue 26 red team, findings 1 and 2): the
+// TestRedTeam4_CodexGateReadsArgumentsAsCodexDoes: the
 // gate's reading of exec_command's arguments against spellings where a reader could differ
 // from Codex's serde: a key written with escapes that names cmd twice, a NUL, a key only a
 // trimming reader would take for cmd, a key in another case, nesting past the gate's depth,

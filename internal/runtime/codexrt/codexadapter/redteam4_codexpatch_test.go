@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/secret/redact"
 )
 
-// TestRedTeam4_CodexGateJudgesPatchMoves (issue 26 red team): an apply_patch call whose patch
+// TestRedTeam4_CodexGateJudgesPatchMoves: an apply_patch call whose patch
 // moves a file out of the workspace, or names a path in (or through a link into) a .git
 // directory, is refused by the relay's check, whichever way the model sends it (the custom
 // tool's input, apply_patch as a function with {"input"}, the marker escaped in JSON,

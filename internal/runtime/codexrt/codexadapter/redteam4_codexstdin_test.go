@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestRedTeam4_CodexGateRefusesStdinInput (issue 26 red team): write_stdin that writes
+// TestRedTeam4_CodexGateRefusesStdinInput: write_stdin that writes
 // input to a running command is refused by the relay's check, however the model spells it;
 // a poll (no input) passes. Failed before: every write_stdin passed unjudged.
 func TestRedTeam4_CodexGateRefusesStdinInput(t *testing.T) {
@@ -54,7 +54,7 @@ func FuzzStdinCall(f *testing.F) {
 	})
 }
 
-// TestRedTeam4_CodexGateRefusesAProtocolSwitch (issue 26 red team): an answer that switches
+// TestRedTeam4_CodexGateRefusesAProtocolSwitch: an answer that switches
 // protocols (101, a WebSocket, which Codex can speak the Responses API over) is refused by the
 // gate and recorded, never relayed unread. Failed before: a 101 passed the gate untouched
 // (only 2xx answers were read).

@@ -242,7 +242,7 @@ func validateMessages(msgs []Message) *apiError {
 		}
 		if m.Role != "assistant" && len(m.ToolCalls) > 0 {
 			// Only an assistant calls tools; a call on any other message would be one no
-			// tool message may answer (the fuzz-short run of session 34 found the fake took it).
+			// tool message may answer (a fake that takes it hides a bug from the fuzz targets).
 			return invalid(p+".tool_calls", "Invalid parameter: only messages with role 'assistant' can have 'tool_calls'.")
 		}
 		if m.Role != "tool" {
