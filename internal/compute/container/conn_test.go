@@ -58,8 +58,8 @@ func startFakeEngine(t *testing.T) (*fakeEngine, string) {
 
 // A provider keeps no engine connection for reuse: the client's Close closes only idle
 // connections, so one that a request still held when the provider was closed (a wait, a log
-// stream) would go idle afterwards and stay open, its reader goroutines with it (goleak found
-// two in dispatch's tests). Every request asks the engine to close its connection instead.
+// stream) would go idle afterwards and stay open, its reader goroutines with it, which goleak
+// reports as a leak. Every request asks the engine to close its connection instead.
 func TestNew_KeepsNoConnectionForReuse(t *testing.T) {
 	f, host := startFakeEngine(t)
 	p, err := New(context.Background(), Options{Host: host, Image: "agora-test@sha256:" + strings.Repeat("cd", 32)})
