@@ -86,6 +86,24 @@ type Pool struct {
 	kick   chan struct{} // a claim asks the refill loop to top up
 	cancel context.CancelFunc
 	done   chan struct{}
+	// discarding counts the discards running in the background (dead slots, a Flush's, a
+	// fill that landed after one): Close waits for them, so nothing of a slot outlives it.
+	// Each is added under mu while the pool is open, so none is added once Close waits.
+	discarding sync.WaitGroup
+}
+
+// discardLocked discards slots in the background, counted in p.discarding. p.mu is held.
+func (p *Pool) discardLocked(slots []Slot) {
+	if len(slots) == 0 {
+		return
+	}
+	p.discarding.Add(1)
+	go func() {
+		defer p.discarding.Done()
+		for _, s := range slots {
+			s.Discard()
+		}
+	}()
 }
 
 // New starts a pool that keeps want slots of target ready, filling in the background until
@@ -125,8 +143,8 @@ func (p *Pool) refill(ctx context.Context) {
 				return
 			}
 			if gen != p.flushes {
+				p.discardLocked([]Slot{s}) // of the shape a Flush discarded while it started
 				p.mu.Unlock()
-				go s.Discard() // of the shape a Flush discarded while it started
 				continue
 			}
 			p.ready = append(p.ready, s)
@@ -181,14 +199,8 @@ func (p *Pool) Claim(shape string) Slot {
 	} else {
 		p.counts.Claimed++
 	}
+	p.discardLocked(dead)
 	p.mu.Unlock()
-	if len(dead) > 0 {
-		go func() {
-			for _, d := range dead {
-				d.Discard()
-			}
-		}()
-	}
 	if st, ok := s.(settler); ok && len(dead) == 0 {
 		go p.kickWhenSettled(st.Settled())
 	} else if s != nil || len(dead) > 0 {
@@ -249,14 +261,8 @@ func (p *Pool) dropDead() int {
 		}
 	}
 	p.ready = keep
+	p.discardLocked(dead)
 	p.mu.Unlock()
-	if len(dead) > 0 {
-		go func() {
-			for _, d := range dead {
-				d.Discard()
-			}
-		}()
-	}
 	return len(dead)
 }
 
@@ -268,12 +274,8 @@ func (p *Pool) Flush() {
 	ready := p.ready
 	p.ready = nil
 	p.flushes++
+	p.discardLocked(ready)
 	p.mu.Unlock()
-	go func() {
-		for _, s := range ready {
-			s.Discard()
-		}
-	}()
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -293,8 +295,8 @@ func (p *Pool) Counts() Counts {
 	return c
 }
 
-// Close stops the refill and discards every slot still ready. Slots already claimed are
-// their dispatch's.
+// Close stops the refill, discards every slot still ready and waits for the discards
+// running in the background. Slots already claimed are their dispatch's.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
@@ -306,4 +308,5 @@ func (p *Pool) Close() {
 	for _, s := range ready {
 		s.Discard()
 	}
+	p.discarding.Wait()
 }

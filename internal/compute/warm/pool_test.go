@@ -285,3 +285,44 @@ func testPoolRefillWaitsForTheClaimedSlotToSettle(t *testing.T) {
 		t.Fatal("a claimed slot that never settles held the refill back past refillHeldAtMost")
 	}
 }
+
+// slowSlot's Discard waits for release: a slot whose teardown (an unmount, a container's
+// removal) takes a while.
+type slowSlot struct {
+	fakeSlot
+	release <-chan struct{}
+}
+
+func (s *slowSlot) Discard() { <-s.release; s.discarded.Add(1) }
+
+// TestPool_CloseWaitsForBackgroundDiscards: Close returns only when the discards it did not
+// start itself (a Flush's, here) have ended, so nothing of a slot (its directory, its mount)
+// outlives the pool. On a synctest clock: while the Flush's discard waits, Close waits too.
+func TestPool_CloseWaitsForBackgroundDiscards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var slots []*slowSlot
+		p := New(t.Context(), "local", 1, func(ctx context.Context) (Slot, error) {
+			s := &slowSlot{fakeSlot: fakeSlot{shape: "a"}, release: release}
+			slots = append(slots, s)
+			return s, nil
+		})
+		settled(t, p, 1)
+		p.Flush()
+		closed := make(chan struct{})
+		go func() { p.Close(); close(closed) }()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatalf("Close returned while the Flush's discard still ran")
+		default:
+		}
+		close(release)
+		<-closed
+		for i, s := range slots {
+			if s.discarded.Load() != 1 {
+				t.Errorf("slot %d discarded %d times by the time Close returned, want 1", i, s.discarded.Load())
+			}
+		}
+	})
+}
