@@ -14,14 +14,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The race flags are the Makefile's RACE (docs/adr/0004-race-detector-scope.md).
-n=5 run="" race="-race -gcflags=modernc.org/...=-race=false -trimpath"
+# The race flags are the Makefile's RACE and TRIM (docs/adr/0004-race-detector-scope.md).
+n=5 run=""
+race=(-race -gcflags=all=-dwarf=false "-gcflags=modernc.org/...=-race=false -dwarf=false" -ldflags=-w -trimpath)
 pkgs=()
 while [ $# -gt 0 ]; do
   case "$1" in
   -n) n=$2; shift 2 ;;
   -run) run=$2; shift 2 ;;
-  -norace) race="-trimpath"; shift ;;
+  -norace) race=(-trimpath); shift ;;
   -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "stress: unknown flag $1 (see --help)" >&2; exit 2 ;;
   *) pkgs+=("$1"); shift ;;
@@ -45,16 +46,16 @@ for _ in $(seq 1 "$hogs"); do
   nice -n 19 sh -c 'while :; do :; done' &
   hog_pids+=($!)
 done
-echo "== stress: ${pkgs[*]}, $n runs, ${race:-no race detector}, $hogs busy loops beside them"
+echo "== stress: ${pkgs[*]}, $n runs, ${race[*]}, $hogs busy loops beside them"
 
 # Build once, before the clock starts: the runs then measure the tests, not the compiler.
-CGO_ENABLED=1 go test $race -count=1 -run '^$' "${pkgs[@]}" >/dev/null   # $race unquoted: two flags
+CGO_ENABLED=1 go test "${race[@]}" -count=1 -run '^$' "${pkgs[@]}" >/dev/null
 
 # Five packages at a time, as make unit runs them (UNIT_P): a package's tests see the load of
 # the others beside them, as in CI. P=2 for go test's default on two cores.
 args=(-count=1 -timeout 40m -json -p "${P:-5}")
 export GOGC=${GOGC:-400}   # the Makefile's TEST_GOGC
-[ -n "$race" ] && args+=($race)
+args+=("${race[@]}")
 [ -n "$run" ] && args+=(-run "$run")
 failed_runs=0
 start=$SECONDS
