@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/errclass"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -291,7 +292,7 @@ func orchRunsRun(ctx context.Context, opts *orchRunsOptions) error {
 // progress is "done/total" where done counts terminal tasks.
 func progress(r api.Run) string {
 	done := 0
-	for _, s := range []string{api.TaskSucceeded, api.TaskFailed, api.TaskCancelled, api.TaskSkipped} {
+	for _, s := range []string{lifecycle.TaskSucceeded, lifecycle.TaskFailed, lifecycle.TaskCancelled, lifecycle.TaskSkipped} {
 		done += r.Counts[s]
 	}
 	return fmt.Sprintf("%d/%d", done, r.Total)

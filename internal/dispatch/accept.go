@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -269,14 +270,14 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	d.traceAccept(ctx, rec, began)
 	switch {
 	case denial != "":
-		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonDenied, Detail: denial}); err != nil {
+		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonDenied, Detail: denial}); err != nil {
 			return nil, err
 		}
 	case stackConflict != "":
 		// Nothing was staged or started: the agent never runs on a base that does not build.
 		// (A crash before this line leaves it accepted; its supervisor's staging builds the
 		// stack again and fails it the same way.)
-		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonStackConflict, Detail: stackConflict}); err != nil {
+		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonStackConflict, Detail: stackConflict}); err != nil {
 			return nil, err
 		}
 	}
