@@ -261,10 +261,7 @@ func (w *runWatcher) draw() {
 	if w.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA\x1b[J", w.drawn)
 	}
-	done, total := 0, max(r.Total, 1)
-	for _, s := range []string{lifecycle.TaskSucceeded, lifecycle.TaskFailed, lifecycle.TaskCancelled, lifecycle.TaskSkipped} {
-		done += r.Counts[s]
-	}
+	done, total := doneTasks(r), max(r.Total, 1)
 	const width = 30
 	fill := min(done*width/total, width)
 	fmt.Fprintf(&b, "%s (%s) %s [%s%s] %d/%d\n", r.Name, r.ID, r.State, strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, r.Total)
