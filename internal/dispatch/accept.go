@@ -423,14 +423,14 @@ func resolveRevision(ctx context.Context, repo, rev string) (string, string, err
 	if rev == "" {
 		rev = "HEAD"
 	}
-	if strings.HasPrefix(rev, "-") {
-		return "", "", fmt.Errorf("revision %q may not start with '-'", rev)
+	commit, err := gitexec.Commit(ctx, abs, rev)
+	if errors.As(err, new(*gitexec.RefusedRevisionError)) {
+		return "", "", err
 	}
-	out, err := gitCmd(ctx, abs, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}").Output()
 	if err != nil {
 		return "", "", &errclass.NotFoundError{Kind: "revision", ID: rev, In: "repository " + repo}
 	}
-	return abs, strings.TrimSpace(string(out)), nil
+	return abs, commit, nil
 }
 
 // gitCmd runs git on the host (package gitexec), so a repository's own hooks and filters and
