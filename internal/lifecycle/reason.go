@@ -7,7 +7,9 @@ const (
 	// ReasonWorkerFailed: the agent or the worker failed (a non-zero exit, no usable
 	// result). Plans retry it unless their retry policy says on_worker_failed: false.
 	ReasonWorkerFailed = "worker-failed"
-	// ReasonProviderFailed: the compute provider could not run or follow the sandbox.
+	// ReasonProviderFailed: the host could not prepare, run, follow or keep the dispatch
+	// (its sandbox provider, the binaries it binds, its blob store, its verify sandbox);
+	// nothing is blamed on the agent.
 	ReasonProviderFailed = "provider-failed"
 	// ReasonTimeout: the dispatch ran out of its wall-clock limit.
 	ReasonTimeout = "timeout"
