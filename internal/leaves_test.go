@@ -21,6 +21,7 @@ var leaves = []struct {
 	{"internal/hostpath", nil, "hiding host paths is shared by the web view and the MCP host; it knows neither"},
 	{"internal/agenttext", nil, "escaping what an agent wrote is shared by the CLI and the web view; it knows neither"},
 	{"internal/verdict", []string{"internal/strictjson", "internal/jcs"}, "a verify gate's spec and verdict are shared by plans, dispatch, the orchestrator, the CLI, MCP and the web view; it depends on none of them"},
+	{"internal/lifecycle", nil, "the states of dispatches, tasks and runs and the reasons they fail are spelled once for the worker, dispatch, the orchestrator and every reader; it depends on none of them"},
 	{"internal/shellwords", nil, "the one reader of the shell lines grants judge, shared by the codex runtime and the Claude Code hook; it depends on nothing"},
 }
 

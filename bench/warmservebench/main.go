@@ -30,6 +30,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/store"
@@ -140,10 +141,10 @@ func (h *home) once(ctx context.Context, i int) (time.Duration, error) {
 		if run, err = h.c.Status(ctx, res.Run.ID); err != nil {
 			return 0, err
 		}
-		if run.State == api.RunSucceeded {
+		if run.State == lifecycle.RunSucceeded {
 			break
 		}
-		if run.State == api.RunFailed || run.State == api.RunCancelled {
+		if run.State == lifecycle.RunFailed || run.State == lifecycle.RunCancelled {
 			return 0, fmt.Errorf("%s: run %s %s: %+v", h.name, run.ID, run.State, run.Tasks)
 		}
 		time.Sleep(10 * time.Millisecond)

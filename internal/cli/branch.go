@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/gitbranch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/shellwords"
@@ -86,7 +87,7 @@ func runOrder(tasks []api.Task) []api.Task {
 		t := pending[next]
 		pending = slices.Delete(pending, next, next+1)
 		placed[t.ID] = true
-		if t.State == api.TaskSucceeded && t.DispatchID != "" && !t.Judging() {
+		if t.State == lifecycle.TaskSucceeded && t.DispatchID != "" && !t.Judging() {
 			order = append(order, t)
 		}
 	}

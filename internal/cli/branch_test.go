@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/agora-dev/agora/internal/gitbranch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -23,7 +24,7 @@ func ids(ts []api.Task) string {
 // the run lists its tasks in; only succeeded tasks with a dispatch become commits.
 func TestRunOrder(t *testing.T) {
 	ok := func(id string, deps ...string) api.Task {
-		return api.Task{ID: id, State: api.TaskSucceeded, DispatchID: "D-" + id, DependsOn: deps}
+		return api.Task{ID: id, State: lifecycle.TaskSucceeded, DispatchID: "D-" + id, DependsOn: deps}
 	}
 	for _, c := range []struct {
 		name  string
@@ -35,8 +36,8 @@ func TestRunOrder(t *testing.T) {
 		{"chain against id order", []api.Task{ok("a", "b"), ok("b", "c"), ok("c")}, "c,b,a"},
 		{"diamond", []api.Task{ok("top"), ok("left", "top"), ok("right", "top"), ok("bottom", "left", "right")}, "top,left,right,bottom"},
 		{"failed and skipped tasks make no commit but keep the order",
-			[]api.Task{ok("a", "f"), {ID: "f", State: api.TaskFailed, DispatchID: "D-f"}, {ID: "s", State: api.TaskSkipped}, ok("z")}, "a,z"},
-		{"succeeded without a dispatch", []api.Task{{ID: "a", State: api.TaskSucceeded}, ok("b")}, "b"},
+			[]api.Task{ok("a", "f"), {ID: "f", State: lifecycle.TaskFailed, DispatchID: "D-f"}, {ID: "s", State: lifecycle.TaskSkipped}, ok("z")}, "a,z"},
+		{"succeeded without a dispatch", []api.Task{{ID: "a", State: lifecycle.TaskSucceeded}, ok("b")}, "b"},
 		{"a dependency the run does not have", []api.Task{ok("b", "gone"), ok("a", "b")}, "b,a"},
 		{"a cycle keeps id order", []api.Task{ok("b", "a"), ok("a", "b"), ok("c")}, "c,a,b"},
 		{"empty", nil, ""},
@@ -56,7 +57,7 @@ func TestRunOrder_Deterministic(t *testing.T) {
 		n := 1 + r.IntN(12)
 		tasks := make([]api.Task, n)
 		for i := range tasks {
-			tasks[i] = api.Task{ID: string(rune('a'+r.IntN(26))) + string(rune('0'+i)), State: api.TaskSucceeded, DispatchID: "D"}
+			tasks[i] = api.Task{ID: string(rune('a'+r.IntN(26))) + string(rune('0'+i)), State: lifecycle.TaskSucceeded, DispatchID: "D"}
 			for j := range i { // dependencies only on earlier tasks: acyclic
 				if r.IntN(3) == 0 {
 					tasks[i].DependsOn = append(tasks[i].DependsOn, tasks[j].ID)

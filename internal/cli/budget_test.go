@@ -9,6 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -49,7 +50,7 @@ func TestNewDispatchRunCmd_Budget(t *testing.T) {
 // TestPrintRecord_Usage: describe shows the budget and the usage against it.
 func TestPrintRecord_Usage(t *testing.T) {
 	var b bytes.Buffer
-	printRecord(&b, &dispatch.Record{ID: "d", State: dispatch.StateFailed, Reason: dispatch.ReasonBudgetExceeded,
+	printRecord(&b, &dispatch.Record{ID: "d", State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonBudgetExceeded,
 		Budget: &budget.Budget{ModelCalls: 3},
 		Usage:  &budget.Usage{InputTokens: 120, CachedTokens: 20, OutputTokens: 12, ModelCalls: 3, CostUSD: 0.0144}})
 	for _, want := range []string{"reason:    budget-exceeded\n", "budget:    model_calls 3\n",
@@ -73,7 +74,7 @@ func TestPrintSubagent_Budget(t *testing.T) {
 func TestPrintRunHeader_Usage(t *testing.T) {
 	var errOut bytes.Buffer
 	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}, func(string) string { return "" })
-	printRunHeader(f, api.Run{ID: "r", Name: "n", State: api.RunFailed, Budget: &budget.Budget{ModelCalls: 4},
+	printRunHeader(f, api.Run{ID: "r", Name: "n", State: lifecycle.RunFailed, Budget: &budget.Budget{ModelCalls: 4},
 		Usage: &budget.Usage{InputTokens: 200, OutputTokens: 20, ModelCalls: 4, CostUSD: 0.4}})
 	if want := "usage: 200 in (0 cached), 20 out, 4 calls, $0.4 of budget model_calls 4\n"; !strings.Contains(errOut.String(), want) {
 		t.Errorf("status header lacks %q:\n%s", want, errOut.String())

@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/lease/fencefile"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -357,7 +358,7 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, su
 		fmt.Fprintln(f.IO.Out, rec.ID)
 	}
 	printAccepted(f, rec, sandboxShown(d.Config, rec))
-	if dispatch.IsTerminal(rec.State) {
+	if lifecycle.DispatchEnded(rec.State) {
 		printEvent(f, rec.State, rec)
 		return finishDispatchOutput(f, rec, output)
 	}
@@ -449,11 +450,11 @@ func sandboxShown(cfg *config.Config, r *dispatch.Record) string {
 
 func printEvent(f *Factory, kind string, r *dispatch.Record) {
 	switch kind {
-	case dispatch.StateAccepted:
+	case lifecycle.DispatchAccepted:
 		printAccepted(f, r, r.Sandbox)
-	case dispatch.StateStarted:
+	case lifecycle.DispatchStarted:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s started (%s)\n", r.ID, r.ProviderTaskID)
-	case dispatch.StateFailed:
+	case lifecycle.DispatchFailed:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s failed: %s: %s\n", r.ID, r.Reason, agentText(r.Detail))
 	default:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s %s\n", r.ID, kind)
@@ -477,18 +478,18 @@ func finishDispatchOutput(f *Factory, r *dispatch.Record, output string) error {
 
 func dispatchExitCode(r *dispatch.Record) int {
 	switch r.State {
-	case dispatch.StateFinished:
+	case lifecycle.DispatchFinished:
 		return ExitOK
-	case dispatch.StateNeedsInput, dispatch.StateAnswered:
+	case lifecycle.DispatchNeedsInput, lifecycle.DispatchAnswered:
 		// An answered dispatch ended needs_input; its answer is its child.
 		return ExitNeedsInput
-	case dispatch.StateFailed:
-		if r.Reason == dispatch.ReasonProviderFailed || r.Reason == dispatch.ReasonFetchFailed || r.Reason == dispatch.ReasonLost ||
-			r.Reason == dispatch.ReasonGatewayUnreachable {
+	case lifecycle.DispatchFailed:
+		if r.Reason == lifecycle.ReasonProviderFailed || r.Reason == lifecycle.ReasonFetchFailed || r.Reason == lifecycle.ReasonLost ||
+			r.Reason == lifecycle.ReasonGatewayUnreachable {
 			return ExitError
 		}
 		return ExitWorkerFail
-	case dispatch.StateCancelled:
+	case lifecycle.DispatchCancelled:
 		return ExitWorkerFail
 	}
 	return ExitError
@@ -510,7 +511,7 @@ func printSummary(f *Factory, r *dispatch.Record) {
 	if r.Learn {
 		fmt.Fprintf(w, "mode      learn (see 'agora audit log --kind tool.would_deny', net.would_deny)\n")
 	}
-	if r.Detail != "" && r.State != dispatch.StateFinished {
+	if r.Detail != "" && r.State != lifecycle.DispatchFinished {
 		fmt.Fprintf(w, "detail    %s\n", agentText(r.Detail))
 	}
 	if r.Usage != nil {

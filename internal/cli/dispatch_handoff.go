@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/peercred"
 )
@@ -400,15 +401,15 @@ func followLost(ctx context.Context, opts *dispatchRunOptions, id string) error 
 		if rec, err = d.Records.Get(ctx, id); err != nil {
 			return err
 		}
-		if dispatch.IsTerminal(rec.State) || (opts.detach && rec.State != dispatch.StateAccepted) {
+		if lifecycle.DispatchEnded(rec.State) || (opts.detach && rec.State != lifecycle.DispatchAccepted) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if opts.detach && !dispatch.IsTerminal(rec.State) {
+	if opts.detach && !lifecycle.DispatchEnded(rec.State) {
 		return fmt.Errorf("dispatch %s is %s and its orchestrator stopped; see 'agora dispatch describe %s'", id, rec.State, id)
 	}
-	if !dispatch.IsTerminal(rec.State) {
+	if !lifecycle.DispatchEnded(rec.State) {
 		// Its supervisor outlived serve (a warm slot's standby, as a plan's dispatches do):
 		// follow it here to its end.
 		if rec, err = detach.For(d).Watch(ctx, rec); err != nil {

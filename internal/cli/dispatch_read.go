@@ -19,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // openRecords reaps dispatches whose supervisor died, then returns the dispatcher.
@@ -304,7 +305,7 @@ func dispatchLogsRun(ctx context.Context, opts *dispatchLogsOptions) error {
 		name = "stderr.log"
 	}
 	live := filepath.Join(h.Dir, home.DispatchDir, id, name)
-	if dispatch.IsTerminal(r.State) {
+	if lifecycle.DispatchEnded(r.State) {
 		return printStoredLog(f, d, r, opts.stderr, live)
 	}
 	return followLog(ctx, f, d, id, live, opts.follow, opts.stderr)
@@ -352,7 +353,7 @@ func followLog(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id, path
 		if err != nil {
 			return err
 		}
-		if dispatch.IsTerminal(r.State) {
+		if lifecycle.DispatchEnded(r.State) {
 			// The live file is complete once the record is terminal; copy its tail.
 			if fh, err := os.Open(path); err == nil {
 				fh.Seek(off, io.SeekStart)
@@ -417,7 +418,7 @@ func dispatchPatchRun(ctx context.Context, opts *dispatchPatchOptions) error {
 	if err != nil {
 		return err
 	}
-	if !dispatch.IsTerminal(r.State) {
+	if !lifecycle.DispatchEnded(r.State) {
 		return fmt.Errorf("dispatch %s is still %s; its patch exists once it ends", r.ID, r.State)
 	}
 	if r.Result == nil || r.Result.Patch == nil {

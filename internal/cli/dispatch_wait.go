@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Polling bounds of `dispatch describe --wait`: quick at first, then at most waitPollMax apart.
@@ -21,7 +22,7 @@ const (
 // ctx ends, and returns the latest record. A dispatch that ended (needs_input included) is
 // returned at once.
 func waitForChange(ctx context.Context, d *dispatch.Dispatcher, r *dispatch.Record, wait time.Duration) (*dispatch.Record, error) {
-	if dispatch.IsTerminal(r.State) {
+	if lifecycle.DispatchEnded(r.State) {
 		return r, nil
 	}
 	deadline := time.NewTimer(wait)
@@ -46,7 +47,7 @@ func waitForChange(ctx context.Context, d *dispatch.Dispatcher, r *dispatch.Reco
 		if err != nil {
 			return nil, err
 		}
-		if cur.State != r.State || cur.Phase != r.Phase || dispatch.IsTerminal(cur.State) {
+		if cur.State != r.State || cur.Phase != r.Phase || lifecycle.DispatchEnded(cur.State) {
 			return cur, nil
 		}
 		r, interval = cur, min(2*interval, waitPollMax)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // warmPoll is how often superviseWarm reads the record for its first warmFast (a short
@@ -37,7 +38,7 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 		if err != nil {
 			return nil, err
 		}
-		if !dispatch.IsTerminal(final.State) {
+		if !lifecycle.DispatchEnded(final.State) {
 			return final, nil
 		}
 		printEvent(f, final.State, final)
@@ -64,9 +65,9 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 		}
 		if !started && r.StartedAt != nil {
 			started = true
-			printEvent(f, dispatch.StateStarted, r)
+			printEvent(f, lifecycle.DispatchStarted, r)
 		}
-		if !dispatch.IsTerminal(r.State) && gone {
+		if !lifecycle.DispatchEnded(r.State) && gone {
 			// The supervisor exited before the dispatch ended (killed with -9, the OOM
 			// killer): nobody else finishes its record. Follow it as the CLI does when serve
 			// dies: a started one whose supervisor is gone is reaped (failed/lost), one handed
@@ -79,7 +80,7 @@ func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup 
 				return nil, err
 			}
 		}
-		if dispatch.IsTerminal(r.State) {
+		if lifecycle.DispatchEnded(r.State) {
 			printEvent(f, r.State, r)
 			afterSupervisor(ctx, d, r)
 			return r, nil

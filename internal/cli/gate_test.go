@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/verdict"
 )
@@ -71,7 +72,7 @@ func TestPrintRecord_Verdict(t *testing.T) {
 	spec := &verdict.Spec{Command: []string{"go", "test", "./..."}, Timeout: verdict.DefaultTimeout, Protect: []string{"**/*_test.go"}}
 	v := verdict.Red(verdict.ReasonExit, "exit status 1", 1, spec.Command, 1500*time.Millisecond,
 		verdict.TailText{Text: "--- FAIL: TestAdd\x1b[31m\nFAIL\n", Total: 28})
-	r := &dispatch.Record{ID: "d", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed, Verify: spec, Verdict: &v}
+	r := &dispatch.Record{ID: "d", State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonVerifyFailed, Verify: spec, Verdict: &v}
 	var b bytes.Buffer
 	printRecord(&b, r)
 	for _, want := range []string{

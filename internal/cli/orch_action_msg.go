@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -21,14 +22,14 @@ func actionOutcome(action string, req api.ActionRequest, r api.Run) string {
 	head := fmt.Sprintf("agora: %s: ", action)
 	switch {
 	case action == "cancel" && req.Task == "":
-		if r.State == api.RunCancelled {
+		if r.State == lifecycle.RunCancelled {
 			return head + fmt.Sprintf("run %s cancelled: no task of it starts again, and the run is sealed (%s tasks done)", r.ID, progress(r))
 		}
 		return head + fmt.Sprintf("run %s: cancel requested; its %d running tasks are being stopped, then the run ends cancelled and sealed (follow it: agora orch watch %s)",
-			r.ID, r.Counts[api.TaskRunning], r.ID)
+			r.ID, r.Counts[lifecycle.TaskRunning], r.ID)
 	case action == "cancel" && t != nil:
 		what := fmt.Sprintf("task %s of run %s cancelled", t.ID, r.ID)
-		if t.State == api.TaskRunning {
+		if t.State == lifecycle.TaskRunning {
 			what = fmt.Sprintf("task %s of run %s: its dispatch is being stopped, then the task ends cancelled", t.ID, r.ID)
 		}
 		return head + what + "; " + skippedBy(r, t.ID) + "; " + runNext(r)
@@ -47,7 +48,7 @@ func actionOutcome(action string, req api.ActionRequest, r api.Run) string {
 func skippedBy(r api.Run, id string) string {
 	var ids []string
 	for _, t := range r.Tasks {
-		if t.State == api.TaskSkipped && t.Detail == "task "+id+" cancelled" {
+		if t.State == lifecycle.TaskSkipped && t.Detail == "task "+id+" cancelled" {
 			ids = append(ids, t.ID)
 		}
 	}
@@ -60,9 +61,9 @@ func skippedBy(r api.Run, id string) string {
 // runNext says what the run does after an action on one of its tasks.
 func runNext(r api.Run) string {
 	switch r.State {
-	case api.RunRunning:
+	case lifecycle.RunRunning:
 		return fmt.Sprintf("the run goes on (%s tasks done; follow it: agora orch watch %s)", progress(r), r.ID)
-	case api.RunNeedsInput:
+	case lifecycle.RunNeedsInput:
 		return fmt.Sprintf("the run waits for an answer to another task (%s tasks done; agora orch status %s)", progress(r), r.ID)
 	}
 	return fmt.Sprintf("the run ended %s (%s tasks done)", r.State, progress(r))

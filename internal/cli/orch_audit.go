@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -54,7 +55,7 @@ func orchAuditRun(ctx context.Context, opts *orchAuditOptions) error {
 		return err
 	}
 	if !run.Sealed {
-		if !api.RunTerminal(run.State) {
+		if !lifecycle.RunEnded(run.State) {
 			return fmt.Errorf("run %s is still %s; its bundle can be exported once it ends", run.ID, run.State)
 		}
 		fmt.Fprintf(f.IO.ErrOut, "agora: sealing run %s (%s) first: it will accept no retry\n", run.ID, run.State)

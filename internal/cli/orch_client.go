@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/errclass"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -290,11 +291,18 @@ func orchRunsRun(ctx context.Context, opts *orchRunsOptions) error {
 
 // progress is "done/total" where done counts terminal tasks.
 func progress(r api.Run) string {
+	return fmt.Sprintf("%d/%d", doneTasks(r), r.Total)
+}
+
+// doneTasks counts r's tasks in a terminal state (a rejected fix among them: it is done).
+func doneTasks(r api.Run) int {
 	done := 0
-	for _, s := range []string{api.TaskSucceeded, api.TaskFailed, api.TaskCancelled, api.TaskSkipped} {
-		done += r.Counts[s]
+	for _, s := range lifecycle.TaskStates() {
+		if lifecycle.TaskEnded(s) {
+			done += r.Counts[s]
+		}
 	}
-	return fmt.Sprintf("%d/%d", done, r.Total)
+	return done
 }
 
 // runOptions are the options of a command about one run (arg: an id or a plan name).

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -13,7 +14,7 @@ import (
 func withOptions(ctx context.Context, f *Factory, r api.Run) api.Run {
 	var tasks []api.Task
 	for i, t := range r.Tasks {
-		if t.State != api.TaskNeedsInput || t.DispatchID == "" || len(t.Options) > 0 {
+		if t.State != lifecycle.TaskNeedsInput || t.DispatchID == "" || len(t.Options) > 0 {
 			continue
 		}
 		d, err := f.Dispatcher(ctx)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -135,7 +136,7 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 	var rows [][]string
 	stacked, stackOf := false, runStacks(run.Tasks)
 	for _, t := range run.Tasks {
-		if t.State != api.TaskSucceeded || t.DispatchID == "" || t.Judging() {
+		if t.State != lifecycle.TaskSucceeded || t.DispatchID == "" || t.Judging() {
 			continue // a reviewer's or a fix's work is part of the task it judged or fixed
 		}
 		r, err := records.Get(ctx, t.ProductID())

@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -90,11 +91,11 @@ func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live, 
 		printRunHeader(f, last)
 	}
 	switch last.State {
-	case api.RunSucceeded:
+	case lifecycle.RunSucceeded:
 		return nil
-	case api.RunNeedsInput:
+	case lifecycle.RunNeedsInput:
 		for _, t := range last.Tasks {
-			if t.State == api.TaskNeedsInput {
+			if t.State == lifecycle.TaskNeedsInput {
 				fmt.Fprintf(f.IO.ErrOut, "agora: task %s asks: %s\n  -> %s\n", t.ID, agentText(t.Question), api.AnswerCommand(last.ID, t.ID))
 			}
 		}
@@ -129,14 +130,14 @@ func (w *runWatcher) update(r *api.Run, ev *api.Event) error {
 	if w.live {
 		w.draw()
 	}
-	if r.State == api.RunNeedsInput {
+	if r.State == lifecycle.RunNeedsInput {
 		return errStopWatch
 	}
 	return nil
 }
 
 func (w *runWatcher) event(ev *api.Event) {
-	if ev.Task != "" && ev.State == api.TaskRunning {
+	if ev.Task != "" && ev.State == lifecycle.TaskRunning {
 		if _, ok := w.running[ev.Task]; !ok {
 			w.running[ev.Task] = ev.At
 		}
@@ -165,7 +166,7 @@ func (w *runWatcher) setRun(r api.Run) {
 	w.last = r
 	now := w.f.Now()
 	for _, t := range r.Tasks {
-		if t.State != api.TaskRunning {
+		if t.State != lifecycle.TaskRunning {
 			delete(w.running, t.ID)
 			continue
 		}
@@ -188,7 +189,7 @@ func (w *runWatcher) tick(ctx context.Context, ref string) {
 		}
 		r, err := w.c.Status(ctx, ref)
 		w.mu.Lock()
-		if err == nil && r.ID != "" && !(w.last.ID != "" && api.RunTerminal(w.last.State)) {
+		if err == nil && r.ID != "" && !(w.last.ID != "" && lifecycle.RunEnded(w.last.State)) {
 			w.setRun(r)
 		}
 		w.progress()
@@ -230,7 +231,7 @@ func (w *runWatcher) tasks() []taskProgress {
 	now := w.f.Now()
 	var out []taskProgress
 	for _, t := range w.last.Tasks {
-		if t.State != api.TaskRunning {
+		if t.State != lifecycle.TaskRunning {
 			continue
 		}
 		p := taskProgress{Task: t.ID, DispatchID: t.DispatchID}
@@ -260,10 +261,7 @@ func (w *runWatcher) draw() {
 	if w.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA\x1b[J", w.drawn)
 	}
-	done, total := 0, max(r.Total, 1)
-	for _, s := range []string{api.TaskSucceeded, api.TaskFailed, api.TaskCancelled, api.TaskSkipped} {
-		done += r.Counts[s]
-	}
+	done, total := doneTasks(r), max(r.Total, 1)
 	const width = 30
 	fill := min(done*width/total, width)
 	fmt.Fprintf(&b, "%s (%s) %s [%s%s] %d/%d\n", r.Name, r.ID, r.State, strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, r.Total)
@@ -277,7 +275,7 @@ func (w *runWatcher) draw() {
 		// Show the tasks that are doing something; the counts cover the rest.
 		var active []api.Task
 		for _, t := range shown {
-			if t.State == api.TaskRunning || t.State == api.TaskReady || t.State == api.TaskNeedsInput || t.State == api.TaskFailed {
+			if t.State == lifecycle.TaskRunning || t.State == lifecycle.TaskReady || t.State == lifecycle.TaskNeedsInput || t.State == lifecycle.TaskFailed {
 				active = append(active, t)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -23,8 +24,8 @@ func TestRunWatcher_Progress(t *testing.T) {
 	os.WriteFile(filepath.Join(stateDir, id, "phase"), []byte("agent\n"), 0o600)
 	os.WriteFile(filepath.Join(stateDir, id, "stdout.log"), []byte("compiling\n\x1b[2Jtests pass\n"), 0o600)
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	run := api.Run{ID: "run1", Name: "n", State: api.RunRunning, Total: 2, Counts: map[string]int{api.TaskRunning: 1, api.TaskPending: 1},
-		Tasks: []api.Task{{ID: "build", State: api.TaskRunning, DispatchID: id}, {ID: "deploy", State: api.TaskPending}}}
+	run := api.Run{ID: "run1", Name: "n", State: lifecycle.RunRunning, Total: 2, Counts: map[string]int{lifecycle.TaskRunning: 1, lifecycle.TaskPending: 1},
+		Tasks: []api.Task{{ID: "build", State: lifecycle.TaskRunning, DispatchID: id}, {ID: "deploy", State: lifecycle.TaskPending}}}
 	newWatcher := func(live, jsonl bool) (*runWatcher, *bytes.Buffer) {
 		var out bytes.Buffer
 		f := NewFactory(&IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })

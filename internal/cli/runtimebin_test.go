@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -13,7 +14,7 @@ import (
 // its host path, version, sha256 and where it was bound.
 func TestPrintRecord_RuntimeBinary(t *testing.T) {
 	sum := strings.Repeat("c", 64)
-	r := &dispatch.Record{ID: "d1", State: dispatch.StateFinished, RuntimeBinary: &wire.RuntimeBinary{
+	r := &dispatch.Record{ID: "d1", State: lifecycle.DispatchFinished, RuntimeBinary: &wire.RuntimeBinary{
 		Path: "/agora/runtime/bin/claude", HostPath: "/opt/claude/claude", Version: "2.1.330 (Claude Code)", SHA256: sum,
 	}}
 	var b bytes.Buffer

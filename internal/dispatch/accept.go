@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -269,14 +270,14 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	d.traceAccept(ctx, rec, began)
 	switch {
 	case denial != "":
-		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonDenied, Detail: denial}); err != nil {
+		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonDenied, Detail: denial}); err != nil {
 			return nil, err
 		}
 	case stackConflict != "":
 		// Nothing was staged or started: the agent never runs on a base that does not build.
 		// (A crash before this line leaves it accepted; its supervisor's staging builds the
 		// stack again and fails it the same way.)
-		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: StateFailed, Reason: ReasonStackConflict, Detail: stackConflict}); err != nil {
+		if _, err := d.Records.Finish(ctx, rec.ID, Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonStackConflict, Detail: stackConflict}); err != nil {
 			return nil, err
 		}
 	}
@@ -422,14 +423,14 @@ func resolveRevision(ctx context.Context, repo, rev string) (string, string, err
 	if rev == "" {
 		rev = "HEAD"
 	}
-	if strings.HasPrefix(rev, "-") {
-		return "", "", fmt.Errorf("revision %q may not start with '-'", rev)
+	commit, err := gitexec.Commit(ctx, abs, rev)
+	if errors.As(err, new(*gitexec.RefusedRevisionError)) {
+		return "", "", err
 	}
-	out, err := gitCmd(ctx, abs, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}").Output()
 	if err != nil {
 		return "", "", &errclass.NotFoundError{Kind: "revision", ID: rev, In: "repository " + repo}
 	}
-	return abs, strings.TrimSpace(string(out)), nil
+	return abs, commit, nil
 }
 
 // gitCmd runs git on the host (package gitexec), so a repository's own hooks and filters and

@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -60,7 +61,7 @@ func (d *Dispatcher) AdoptOrphans(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, r := range live {
-		if r.State != StateStarted || supervisorAlive(r.supervisor) {
+		if r.State != lifecycle.DispatchStarted || supervisorAlive(r.supervisor) {
 			continue
 		}
 		// Counted only when this process won it: another supervisor host that read the same
@@ -81,7 +82,7 @@ func (d *Dispatcher) AdoptOrphans(ctx context.Context) (int, error) {
 func (d *Dispatcher) orphanKept(ctx context.Context, r *Record) (kept, waited, adopted bool) {
 	// sandbox: none runs on the host, with its supervisor: never adoptable (and its stage
 	// is the worker's to write, so adoption reads nothing of it).
-	if r.State != StateStarted || r.cancelRequested || r.ProviderTaskID == "" || r.Sandbox == compute.SandboxNone {
+	if r.State != lifecycle.DispatchStarted || r.cancelRequested || r.ProviderTaskID == "" || r.Sandbox == compute.SandboxNone {
 		return false, false, false
 	}
 	p, err := d.providerFor(ctx, r.Target)
@@ -126,7 +127,7 @@ func (d *Dispatcher) orphanKept(ctx context.Context, r *Record) (kept, waited, a
 // supervisor is gone, its worker outlives it, and a reap in a process that adopts nothing
 // found it so (see orphanKept). false for any other dispatch.
 func (d *Dispatcher) Orphaned(r *Record) (time.Duration, bool) {
-	if r.State != StateStarted || supervisorAlive(r.supervisor) {
+	if r.State != lifecycle.DispatchStarted || supervisorAlive(r.supervisor) {
 		return 0, false
 	}
 	fi, err := os.Lstat(filepath.Join(stageAt(d.StateDir, r.ID).dir, orphanMark))
@@ -165,7 +166,7 @@ func (s *Records) claimAdoption(ctx context.Context, r *Record, role string) (bo
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		won = false
 		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ? AND state = ? AND supervisor = ? AND cancel_requested = 0`,
-			self, r.ID, StateStarted, r.supervisor)
+			self, r.ID, lifecycle.DispatchStarted, r.supervisor)
 		if err != nil {
 			return err
 		}
@@ -188,7 +189,7 @@ func (s *Records) takeOrphan(ctx context.Context, r *Record) (bool, error) {
 	took := false
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET supervisor = ? WHERE id = ? AND state = ? AND supervisor = ?`,
-			selfSupervisor(), r.ID, StateStarted, r.supervisor)
+			selfSupervisor(), r.ID, lifecycle.DispatchStarted, r.supervisor)
 		if err != nil {
 			return err
 		}
@@ -211,21 +212,21 @@ func (s *Records) takeOrphan(ctx context.Context, r *Record) (bool, error) {
 func (d *Dispatcher) superviseAdopted(id string, ad compute.Adopter) {
 	ctx := context.Background()
 	r, err := d.Records.Get(ctx, id)
-	if err != nil || r.State != StateStarted || r.supervisor != selfSupervisor() {
+	if err != nil || r.State != lifecycle.DispatchStarted || r.supervisor != selfSupervisor() {
 		return
 	}
 	sp := d.startDispatchSpan(ctx, r)
 	s := &supervision{d: d, r: r, progress: func(string, *Record) {}, sp: sp}
 	outcome, err := s.resume(ctx, ad)
 	if err != nil {
-		outcome = failed(ReasonProviderFailed, "%v", err)
+		outcome = failed(lifecycle.ReasonProviderFailed, "%v", err)
 	}
-	if outcome.State == StateFailed && (outcome.Reason == ReasonLost || outcome.Reason == ReasonProviderFailed) &&
+	if outcome.State == lifecycle.DispatchFailed && (outcome.Reason == lifecycle.ReasonLost || outcome.Reason == lifecycle.ReasonProviderFailed) &&
 		d.Records.cancelRequested(ctx, id) {
 		// Cancelled while it was adopted: the cancel stopped the task this process found
 		// gone. It ends as its cancel asked, not lost (a plan runs a lost task
 		// again).
-		outcome = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled while agora orch serve adopted it"}
+		outcome = Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled, Detail: "cancelled while agora orch serve adopted it"}
 	}
 	// Recorded, then done: a worker this process could not follow is stopped only once its
 	// end is on record (audit before effect); unrecorded, it stays for the next serve.
@@ -262,7 +263,7 @@ func (s *supervision) resume(ctx context.Context, ad compute.Adopter) (Outcome, 
 
 // lostAt is the outcome of an adopted dispatch that cannot be followed.
 func lostAt(format string, args ...any) error {
-	return fail(ReasonLost, "the process supervising this dispatch exited before it ended, and it could not be adopted: "+format, args...)
+	return fail(lifecycle.ReasonLost, "the process supervising this dispatch exited before it ended, and it could not be adopted: "+format, args...)
 }
 
 // prepareAdopted is prepare for an adopted dispatch: the stage is the one its first
@@ -278,7 +279,7 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 		return lostAt("%v", err)
 	}
 	if s.pinned, err = d.loadPinned(ctx, r); err != nil {
-		return fail(ReasonIntegrityFailed, "load pinned catalog content: %v", err)
+		return fail(lifecycle.ReasonIntegrityFailed, "load pinned catalog content: %v", err)
 	}
 	if _, ok := modelRoute(s.pinned.doc.Runtime); ok {
 		return lostAt("its model gateway, and the budget it counted, lived in that process")

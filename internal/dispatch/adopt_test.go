@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -100,10 +101,10 @@ func orphan(t *testing.T, e *env, p *outliving) *dispatch.Record {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur.State == dispatch.StateStarted {
+		if cur.State == lifecycle.DispatchStarted {
 			break
 		}
-		if dispatch.IsTerminal(cur.State) || time.Now().After(deadline) {
+		if lifecycle.DispatchEnded(cur.State) || time.Now().After(deadline) {
 			t.Fatalf("dispatch not started: %s %s %s", cur.State, cur.Reason, cur.Detail)
 		}
 	}
@@ -170,12 +171,12 @@ func TestAdopt_TwoReapersOneAdopter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Exit 0 without a result: worker-failed, the worker's own end, not lost.
-	if cur.State != dispatch.StateFailed || cur.Reason != dispatch.ReasonWorkerFailed {
+	if cur.State != lifecycle.DispatchFailed || cur.Reason != lifecycle.ReasonWorkerFailed {
 		t.Errorf("adopted dispatch ended %s/%s (%s), want failed/worker-failed", cur.State, cur.Reason, cur.Detail)
 	}
 	terminal := 0
 	for _, ev := range cur.Events {
-		if dispatch.IsTerminal(ev.Kind) {
+		if lifecycle.DispatchEnded(ev.Kind) {
 			terminal++
 		}
 	}
@@ -196,7 +197,7 @@ func TestAdopt_OneShotReaperWaitsThenStops(t *testing.T) {
 	if n, err := e.d.Reap(t.Context()); err != nil || n != 0 {
 		t.Fatalf("one-shot reap: %d, %v; want the orphan left live", n, err)
 	}
-	if cur, _ := e.d.Records.Get(t.Context(), r.ID); cur.State != dispatch.StateStarted {
+	if cur, _ := e.d.Records.Get(t.Context(), r.ID); cur.State != lifecycle.DispatchStarted {
 		t.Fatalf("orphan %s after a one-shot reap, want started", cur.State)
 	}
 	old := dispatch.OrphanWait
@@ -207,7 +208,7 @@ func TestAdopt_OneShotReaperWaitsThenStops(t *testing.T) {
 		t.Fatalf("one-shot reap after the wait: %d, %v; want the orphan ended", n, err)
 	}
 	cur, _ := e.d.Records.Get(t.Context(), r.ID)
-	if cur.Reason != dispatch.ReasonLost || !strings.Contains(cur.Detail, "no agora orch serve adopted its worker") {
+	if cur.Reason != lifecycle.ReasonLost || !strings.Contains(cur.Detail, "no agora orch serve adopted its worker") {
 		t.Errorf("orphan ended %s/%s: %s", cur.State, cur.Reason, cur.Detail)
 	}
 	p.mu.Lock()
@@ -227,7 +228,7 @@ func TestAdopt_OneShotReaperWaitsThenStops(t *testing.T) {
 	}
 	host.Adopt.Wait()
 	cur, _ = e.d.Records.Get(t.Context(), r2.ID)
-	if cur.Reason != dispatch.ReasonLost || !strings.Contains(cur.Detail, "could not be adopted: its worker is gone") {
+	if cur.Reason != lifecycle.ReasonLost || !strings.Contains(cur.Detail, "could not be adopted: its worker is gone") {
 		t.Errorf("dispatch whose task is gone ended %s/%s: %s", cur.State, cur.Reason, cur.Detail)
 	}
 	gone.mu.Lock()
@@ -257,7 +258,7 @@ func TestAdopt_StaleOneShotReaperLosesToAdopter(t *testing.T) {
 	close(p.end)
 	host.Adopt.Wait()
 	cur, _ := e.d.Records.Get(t.Context(), r.ID)
-	if cur.Reason == dispatch.ReasonLost || adoptedEntries(t, e, r.ID) != 1 {
+	if cur.Reason == lifecycle.ReasonLost || adoptedEntries(t, e, r.ID) != 1 {
 		t.Errorf("adopted dispatch ended %s/%s (%s)", cur.State, cur.Reason, cur.Detail)
 	}
 	p.mu.Lock()
@@ -289,13 +290,13 @@ func TestAdopt_AdoptOrphansEndsNothing(t *testing.T) {
 	}
 	close(p.end)
 	host.Adopt.Wait()
-	if cur, _ := e.d.Records.Get(t.Context(), acc.ID); cur.State != dispatch.StateAccepted {
+	if cur, _ := e.d.Records.Get(t.Context(), acc.ID); cur.State != lifecycle.DispatchAccepted {
 		t.Errorf("the accepted dispatch whose supervisor died is %s/%s after AdoptOrphans, want accepted", cur.State, cur.Reason)
 	}
 	if adoptedEntries(t, e, r.ID) != 1 {
 		t.Error("the started orphan was not adopted")
 	}
-	if _, err := e.d.Records.Finish(t.Context(), acc.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled}); err != nil {
+	if _, err := e.d.Records.Finish(t.Context(), acc.ID, dispatch.Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -164,7 +165,7 @@ func (s *Records) answered(ctx context.Context, tx *sql.Tx, child *Record) error
 	}
 	data := map[string]any{"child": child.ID, entry.KeyBy: child.Actor}
 	switch p.State {
-	case StateNeedsInput:
+	case lifecycle.DispatchNeedsInput:
 		var first, by, at string
 		err := tx.QueryRowContext(ctx, `SELECT id, actor, created_at FROM dispatches WHERE parent_id = ? AND id != ? ORDER BY created_at LIMIT 1`,
 			p.ID, child.ID).Scan(&first, &by, &at)
@@ -175,7 +176,7 @@ func (s *Records) answered(ctx context.Context, tx *sql.Tx, child *Record) error
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-	case StateAnswered:
+	case lifecycle.DispatchAnswered:
 		retry := child.RunID != "" && child.RunID == p.RunID && child.TaskID == p.TaskID
 		var prevState string
 		if retry {
@@ -183,7 +184,7 @@ func (s *Records) answered(ctx context.Context, tx *sql.Tx, child *Record) error
 				return err
 			}
 		}
-		if !retry || !IsTerminal(prevState) {
+		if !retry || !lifecycle.DispatchEnded(prevState) {
 			at := time.Time{}
 			if p.AnsweredAt != nil {
 				at = *p.AnsweredAt
@@ -196,7 +197,7 @@ func (s *Records) answered(ctx context.Context, tx *sql.Tx, child *Record) error
 	}
 	now := s.now().UTC()
 	if _, err := tx.ExecContext(ctx, `UPDATE dispatches SET state = ?, child_id = ?, answered_by = ?, answered_at = ? WHERE id = ?`,
-		StateAnswered, child.ID, child.Actor, ts(now), p.ID); err != nil {
+		lifecycle.DispatchAnswered, child.ID, child.Actor, ts(now), p.ID); err != nil {
 		return err
 	}
 	if n := child.answer; n != nil {
@@ -205,7 +206,7 @@ func (s *Records) answered(ctx context.Context, tx *sql.Tx, child *Record) error
 	// The parent's entry, under the actor who answered it.
 	by := *p
 	by.Actor = child.Actor
-	return s.event(ctx, tx, &by, StateAnswered, data)
+	return s.event(ctx, tx, &by, lifecycle.DispatchAnswered, data)
 }
 
 // answerSum is the hex SHA-256 of an answer, as the audit log records it.

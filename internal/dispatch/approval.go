@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // A call a capability marks for approval is held: the gateway asks the dispatch's
@@ -73,7 +74,7 @@ func (s *Records) RequestApproval(ctx context.Context, id string, a Approval, ar
 		if err != nil {
 			return err
 		}
-		if IsTerminal(r.State) {
+		if lifecycle.DispatchEnded(r.State) {
 			return fmt.Errorf("dispatch %s is %s: no call of it can be held", id, r.State)
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq)+1, 1) FROM dispatch_approvals WHERE dispatch_id = ?`, id).Scan(&a.Seq); err != nil {
@@ -138,7 +139,7 @@ func (s *Records) DecideApproval(ctx context.Context, id, call string, approve b
 		case len(pending) > 1:
 			return fmt.Errorf("call %q of dispatch %s has %d pending requests with different arguments; name one with --digest", call, id, len(pending))
 		}
-		if IsTerminal(r.State) {
+		if lifecycle.DispatchEnded(r.State) {
 			// Its supervisor died holding the call: nothing waits for this decision.
 			return fmt.Errorf("%w: dispatch %s is %s; its held calls ended with it", ErrApprovalNotPending, id, r.State)
 		}
@@ -302,7 +303,7 @@ func loadApprovals(ctx context.Context, q queryer, r *Record) error {
 			return err
 		}
 		r.Approvals = append(r.Approvals, *a)
-		if a.State == ApprovalPending && !IsTerminal(r.State) {
+		if a.State == ApprovalPending && !lifecycle.DispatchEnded(r.State) {
 			r.Phase = PhaseAwaitingApproval
 		}
 	}

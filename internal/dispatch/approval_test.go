@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -40,7 +41,7 @@ func (e *env) awaitPending(id string, after int) dispatch.Approval {
 					return a
 				}
 			}
-			if dispatch.IsTerminal(r.State) {
+			if lifecycle.DispatchEnded(r.State) {
 				e.t.Fatalf("dispatch %s ended (%s %s: %s) with no call pending", id, r.State, r.Reason, r.Detail)
 			}
 		}
@@ -267,7 +268,7 @@ func TestRecords_DecideApprovalRefusals(t *testing.T) {
 	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", true, "", "alice", "sha256:"+strings.Repeat("b", 64)); err == nil || !strings.Contains(err.Error(), "with arguments sha256:bbbb") {
 		t.Errorf("approving other arguments: %v", err)
 	}
-	if _, err := e.d.Records.Finish(t.Context(), r.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled}); err != nil {
+	if _, err := e.d.Records.Finish(t.Context(), r.ID, dispatch.Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.d.Records.DecideApproval(t.Context(), r.ID, "call_1", true, "", "alice", ""); err == nil || !strings.Contains(err.Error(), "already expired") {
@@ -308,7 +309,7 @@ func TestApproval_ExecRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.run(dispatch.Request{Subagent: "pusher"})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonDenied || !strings.Contains(r.Detail, "exec runtime cannot hold a call") {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonDenied || !strings.Contains(r.Detail, "exec runtime cannot hold a call") {
 		t.Fatalf("got %s %s %q, want failed denied: the exec runtime cannot hold a call", r.State, r.Reason, r.Detail)
 	}
 }

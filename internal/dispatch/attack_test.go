@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Attacks on the host through the sandbox, run as a hostile exec agent would.
@@ -62,7 +63,7 @@ func TestAttack_OutputsSwappedForSymlinks(t *testing.T) {
 			}
 		}
 		// The daemon died before capture, so nothing was swapped: the decoys are the outputs.
-		if r.State != dispatch.StateFinished {
+		if r.State != lifecycle.DispatchFinished {
 			t.Fatalf("run %d: %s %s: %s", i, r.State, r.Reason, r.Detail)
 		}
 		if got := e.output(r, "a/secret.key"); got != "decoy\n" {
@@ -85,7 +86,7 @@ func TestAttack_PatchReplaced(t *testing.T) {
 	e.subagent("forger", replacePatch)
 	for i := range 3 {
 		r := e.run(dispatch.Request{Subagent: "forger"})
-		if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+		if r.State != lifecycle.DispatchFinished || r.Result.Patch == nil {
 			t.Fatalf("run %d: %s %s: %s", i, r.State, r.Reason, r.Detail)
 		}
 		p := e.blob(r.Result.Patch)
@@ -111,7 +112,7 @@ func TestAttack_PatchReplaced_NoSandbox(t *testing.T) {
 	for i := 0; i < 20 && (i < 3 || integrity == 0); i++ {
 		r := e.run(dispatch.Request{Subagent: "forger", Target: "nobox"})
 		switch {
-		case r.State == dispatch.StateFailed && r.Reason == dispatch.ReasonIntegrityFailed:
+		case r.State == lifecycle.DispatchFailed && r.Reason == lifecycle.ReasonIntegrityFailed:
 			integrity++
 			if r.Result.Patch != nil || len(r.Result.Outputs) != 0 {
 				t.Errorf("run %d: integrity-failed but products kept: %+v", i, r.Result)
@@ -119,7 +120,7 @@ func TestAttack_PatchReplaced_NoSandbox(t *testing.T) {
 			if !strings.Contains(r.Detail, "patch") {
 				t.Errorf("run %d: detail %q does not name the patch", i, r.Detail)
 			}
-		case r.State == dispatch.StateFinished:
+		case r.State == lifecycle.DispatchFinished:
 			if p := e.blob(r.Result.Patch); strings.Contains(p, "forged") {
 				t.Fatalf("run %d: the forged patch was stored", i)
 			}
@@ -142,7 +143,7 @@ func TestInputs_FanInBounded(t *testing.T) {
 	var specs []dispatch.InputSpec
 	for i := range 5 {
 		r := e.run(dispatch.Request{Subagent: "many"})
-		if r.State != dispatch.StateFinished || len(r.Result.Outputs) != 256 {
+		if r.State != lifecycle.DispatchFinished || len(r.Result.Outputs) != 256 {
 			t.Fatalf("upstream %d: %s %s: %s (%d outputs)", i, r.State, r.Reason, r.Detail, len(r.Result.Outputs))
 		}
 		specs = append(specs, dispatch.InputSpec{Key: fmt.Sprintf("up%d", i), Select: "outputs", FromDispatch: r.ID})
@@ -167,7 +168,7 @@ func TestAttack_SignalsToTheWorker(t *testing.T) {
 	e.subagent("signaller", `for s in HUP INT QUIT ABRT USR1 USR2 PIPE ALRM TERM TSTP TTIN TTOU XCPU XFSZ VTALRM IO PWR; do kill -s $s 1 2>/dev/null; done
 sleep 0.2; echo survived > change.txt`)
 	r := e.run(dispatch.Request{Subagent: "signaller"})
-	if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+	if r.State != lifecycle.DispatchFinished || r.Result.Patch == nil {
 		t.Fatalf("%s %s: %s", r.State, r.Reason, r.Detail)
 	}
 	if p := e.blob(r.Result.Patch); !strings.Contains(p, "+survived") {
@@ -185,7 +186,7 @@ func TestAttack_AgentGetsDefaultSignals(t *testing.T) {
 	e.subagent("signals", `grep '^SigIgn:' /proc/self/status > ignored.txt
 sleep 30 & p=$!; kill -TERM $p; wait $p; echo "code=$?" > term.txt`)
 	r := e.run(dispatch.Request{Subagent: "signals", Timeout: 20 * time.Second})
-	if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+	if r.State != lifecycle.DispatchFinished || r.Result.Patch == nil {
 		t.Fatalf("%s %s: %s", r.State, r.Reason, r.Detail)
 	}
 	p := e.blob(r.Result.Patch)

@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -36,7 +37,7 @@ func TestModel_SpendingBudgets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := e.model(testAPIKey, openaitest.Loop())
 			r := e.run(dispatch.Request{Subagent: "looper", Envs: []string{"model"}, Timeout: 2 * time.Minute, Budget: tc.b})
-			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonBudgetExceeded || !strings.Contains(r.Detail, tc.want) {
+			if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonBudgetExceeded || !strings.Contains(r.Detail, tc.want) {
 				t.Fatalf("got %s %s: %s, want failed budget-exceeded saying %q", r.State, r.Reason, r.Detail, tc.want)
 			}
 			if r.Sandbox != "bwrap" || r.Isolation == "" {
@@ -137,7 +138,7 @@ func TestBudget_ResumeKeepsTheParentsBudget(t *testing.T) {
 	e.modelSubagent("asker", "openai", "asker")
 	e.model(testAPIKey, openaitest.CallTool("ask_human", `{"question":"which one?"}`), openaitest.Say("done"))
 	parent := e.run(dispatch.Request{Subagent: "asker", Envs: []string{"model"}, Budget: budget.Budget{ModelCalls: 7}})
-	if parent.State != dispatch.StateNeedsInput {
+	if parent.State != lifecycle.DispatchNeedsInput {
 		t.Fatalf("parent %s %s: %s", parent.State, parent.Reason, parent.Detail)
 	}
 	req, err := e.d.ResumeRequest(t.Context(), parent, "the first", dispatch.Answerer{Actor: "test", Via: dispatch.ViaCLI})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // When sandboxes run as the invoking user, a dispatch's pinned catalog content is staged once
@@ -47,7 +48,7 @@ func (e *env) bundleEntries() []string {
 // onlyBundleEntry returns the one entry of .bundles, after r ran.
 func (e *env) onlyBundleEntry(r *dispatch.Record) string {
 	e.t.Helper()
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		e.t.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 	}
 	entries := e.bundleEntries()
@@ -252,7 +253,7 @@ func TestRedTeam_SharedBundlePlanted(t *testing.T) {
 			})
 
 			second := e.run(dispatch.Request{Subagent: "victim"})
-			if second.State != dispatch.StateFinished {
+			if second.State != lifecycle.DispatchFinished {
 				t.Fatalf("after the plant the dispatch ended %s %s: %s (the plant was used, not replaced)", second.State, second.Reason, second.Detail)
 			}
 			if out := e.stdout(second); strings.Contains(out, "pwned") {
@@ -338,7 +339,7 @@ func TestDispatch_SharedBundleStagedConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 	for _, r := range records {
-		if r != nil && r.State != dispatch.StateFinished {
+		if r != nil && r.State != lifecycle.DispatchFinished {
 			t.Errorf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 		}
 	}
@@ -357,7 +358,7 @@ func TestDispatch_RootStagesEachBundle(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("solo", `[ -s /agora/bundle/subagent.json ] && echo seen`)
 	r := e.run(dispatch.Request{Subagent: "solo"})
-	if r.State != dispatch.StateFinished || !strings.Contains(e.stdout(r), "seen") {
+	if r.State != lifecycle.DispatchFinished || !strings.Contains(e.stdout(r), "seen") {
 		t.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 	}
 	if ents, err := os.ReadDir(filepath.Join(e.home.Dir, home.DispatchDir, ".bundles")); err == nil && len(ents) > 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestCallbacks_LearnMarked: every callback event of a learn dispatch, the
@@ -36,7 +37,7 @@ func TestCallbacks_LearnMarked(t *testing.T) {
 	}
 	learn := e.run(dispatch.Request{Subagent: "quick", CallbackURL: "http://127.0.0.1:9/hook", Learn: true})
 	plain := e.run(dispatch.Request{Subagent: "quick", CallbackURL: "http://127.0.0.1:9/hook"})
-	if learn.State != dispatch.StateFinished || plain.State != dispatch.StateFinished {
+	if learn.State != lifecycle.DispatchFinished || plain.State != lifecycle.DispatchFinished {
 		t.Fatalf("states %s %s: %s %s", learn.State, plain.State, learn.Detail, plain.Detail)
 	}
 	lb, pb := bodies(learn.ID), bodies(plain.ID)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 type delivery struct {
@@ -43,7 +44,7 @@ func TestCallbacks_SignedDurableRetried(t *testing.T) {
 	defer srv.Close()
 
 	r := e.run(dispatch.Request{Subagent: "quick", CallbackURL: srv.URL + "/hook"})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s: %s", r.State, r.Detail)
 	}
 	key, err := e.home.CallbackKey()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // cancelWait bounds how long Cancel waits for the supervisor to record the end.
@@ -25,7 +27,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if IsTerminal(r.State) {
+	if lifecycle.DispatchEnded(r.State) {
 		return r, nil
 	}
 	if r.ProviderTaskID != "" {
@@ -39,7 +41,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		if IsTerminal(cur.State) {
+		if lifecycle.DispatchEnded(cur.State) {
 			return cur, nil
 		}
 		if dead := !supervisorAlive(cur.supervisor); dead || time.Now().After(deadline) {
@@ -50,7 +52,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 			if dead {
 				expect = cur.supervisor
 			}
-			applied, _, err := d.Records.finishFrom(ctx, id, expect, Outcome{State: StateCancelled, Reason: ReasonCancelled,
+			applied, _, err := d.Records.finishFrom(ctx, id, expect, Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled,
 				Detail: "cancelled; no live supervisor recorded the end"})
 			if err != nil {
 				return nil, err
@@ -105,14 +107,14 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 		if kept {
 			continue
 		}
-		o := Outcome{State: StateFailed, Reason: ReasonLost,
+		o := Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonLost,
 			Detail: fmt.Sprintf("the process supervising this dispatch (%s) exited before it ended; the worker died with it", r.supervisor)}
 		if waited {
 			o.Detail = fmt.Sprintf("the process supervising this dispatch (%s) exited before it ended, and no agora orch serve adopted its worker within %s: the worker was stopped",
 				r.supervisor, OrphanWait)
 		}
 		if r.cancelRequested {
-			o = Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled"}
+			o = Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled, Detail: "cancelled"}
 		}
 		// The end is recorded before its effect (the task stopped, the stage released): a
 		// record that cannot be written leaves all as it was for the next reap. A reap that
@@ -158,7 +160,7 @@ func (d *Dispatcher) Reap(ctx context.Context) (int, error) {
 			continue
 		case err != nil:
 			return n, err
-		case !IsTerminal(r.State) || supervisorAlive(r.supervisor):
+		case !lifecycle.DispatchEnded(r.State) || supervisorAlive(r.supervisor):
 			continue // live since the listing above, or a supervisor still ending it
 		}
 		d.stopAndRelease(ctx, r)

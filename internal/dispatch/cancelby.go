@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // CancelBy is [Dispatcher.Cancel] on behalf of actor, who is recorded in the audit log as
@@ -28,7 +29,7 @@ func (s *Records) requestCancelBy(ctx context.Context, id, actor string) error {
 		if err != nil {
 			return err
 		}
-		if IsTerminal(r.State) || r.cancelRequested {
+		if lifecycle.DispatchEnded(r.State) || r.cancelRequested {
 			return nil
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE dispatches SET cancel_requested = 1 WHERE id = ?`, id); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // repoWith makes a git repository holding files, committed.
@@ -75,7 +76,7 @@ cat "$AGORA_CAPABILITIES/tools/file"`
 	}
 	repo := repoWith(t, map[string]string{"README.md": "repo\n"})
 	rec := e.run(dispatch.Request{Subagent: "attacker", Repo: repo})
-	if rec.State != dispatch.StateFinished {
+	if rec.State != lifecycle.DispatchFinished {
 		t.Fatalf("got %s %s %q", rec.State, rec.Reason, rec.Detail)
 	}
 	out := e.stdout(rec)
@@ -117,7 +118,7 @@ if [ "$(id -u)" = 0 ]; then echo changed > "$AGORA_CAPABILITIES/tools/file"; fi`
 		t.Fatal(err)
 	}
 	rec := e.run(dispatch.Request{Subagent: "nobox-agent", Target: "nobox"})
-	if rec.State != dispatch.StateFinished {
+	if rec.State != lifecycle.DispatchFinished {
 		t.Fatalf("got %s %s %q", rec.State, rec.Reason, rec.Detail)
 	}
 	out := e.stdout(rec)
@@ -175,7 +176,7 @@ echo agent >> README.md`
 	repo := repoWith(t, map[string]string{"README.md": "repo\n"})
 	start := time.Now()
 	rec := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Timeout: time.Minute})
-	if rec.State != dispatch.StateFinished {
+	if rec.State != lifecycle.DispatchFinished {
 		t.Fatalf("got %s %s %q", rec.State, rec.Reason, rec.Detail)
 	}
 	if d := time.Since(start); d > 30*time.Second {

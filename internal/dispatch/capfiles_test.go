@@ -10,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // subagentWith registers an exec subagent running script with the named capabilities.
@@ -61,7 +62,7 @@ if rm -rf "$AGORA_CAPABILITIES/repo-tools"; then echo REMOVED; fi
 		t.Fatal(err)
 	}
 	rec := e.run(dispatch.Request{Subagent: "fixer", Repo: repo})
-	if rec.State != dispatch.StateFinished {
+	if rec.State != lifecycle.DispatchFinished {
 		t.Fatalf("got %s %s %q", rec.State, rec.Reason, rec.Detail)
 	}
 	out := e.stdout(rec)
@@ -131,7 +132,7 @@ func TestAccept_OverlayRefusedBeforeTheRecord(t *testing.T) {
 		t.Errorf("a refused overlay wrote a record: %d records, want %d", len(after), len(before))
 	}
 	// A path the repository does not have is fine, and never in the patch.
-	if rec := e.run(dispatch.Request{Subagent: "with-settings", Repo: repo}); rec.State != dispatch.StateFinished || e.patch(rec) != "" {
+	if rec := e.run(dispatch.Request{Subagent: "with-settings", Repo: repo}); rec.State != lifecycle.DispatchFinished || e.patch(rec) != "" {
 		t.Errorf("an overlay of a new path: %s %s %q", rec.State, rec.Reason, rec.Detail)
 	}
 	// Two capabilities of one subagent overlaying one path are refused at registration.

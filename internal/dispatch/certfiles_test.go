@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // certChildEnv makes TestEgress_OpensOneCertificateFile run its dispatches instead of
@@ -75,7 +76,7 @@ func runTLSDispatches(t *testing.T, n int) {
 		"curl -sS https://"+upstreamAddr+":"+port+"/ok/x; echo")
 	for range n {
 		r := e.run(dispatch.Request{Subagent: "tls"})
-		if out := e.stdout(r); r.State != dispatch.StateFinished || !strings.Contains(out, "ok:/ok/x") {
+		if out := e.stdout(r); r.State != lifecycle.DispatchFinished || !strings.Contains(out, "ok:/ok/x") {
 			t.Fatalf("%s %s: %q\n%s", r.State, r.Detail, out, e.logs(r.ID))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -30,17 +31,17 @@ func TestSupervise_ClaimBySupervisor(t *testing.T) {
 		wantState        string
 	}
 	cases := []claimCase{
-		{"this process", dispatch.SelfSupervisor(), dispatch.StateFinished},
+		{"this process", dispatch.SelfSupervisor(), lifecycle.DispatchFinished},
 		// Start time 0 matches any: the process runs, so it holds the dispatch.
-		{"another live process", fmt.Sprintf("%d:0", other.Process.Pid), dispatch.StateAccepted},
-		{"a process that is gone", "2147483646:1", dispatch.StateFinished},
+		{"another live process", fmt.Sprintf("%d:0", other.Process.Pid), lifecycle.DispatchAccepted},
+		{"a process that is gone", "2147483646:1", lifecycle.DispatchFinished},
 	}
 	// This very process's pid and start time in a record of an earlier boot: after a reboot
 	// the name can match a new process (this one), which must not take it for its own or
 	// for another live holder's; it is gone, so the dispatch is taken over.
 	if boot, err := local.BootID(); err == nil {
 		pidStart, _ := strings.CutSuffix(dispatch.SelfSupervisor(), ":"+boot)
-		cases = append(cases, claimCase{"this process's pid and start in an earlier boot", pidStart + ":0123456789abcdef0123456789abcdef", dispatch.StateFinished})
+		cases = append(cases, claimCase{"this process's pid and start in an earlier boot", pidStart + ":0123456789abcdef0123456789abcdef", lifecycle.DispatchFinished})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -59,7 +60,7 @@ func TestSupervise_ClaimBySupervisor(t *testing.T) {
 			if got.State != c.wantState {
 				t.Fatalf("state %s (%s: %s), want %s", got.State, got.Reason, got.Detail, c.wantState)
 			}
-			if c.wantState == dispatch.StateAccepted && got.ProviderTaskID != "" {
+			if c.wantState == lifecycle.DispatchAccepted && got.ProviderTaskID != "" {
 				t.Errorf("a dispatch another process holds was started here (task %q)", got.ProviderTaskID)
 			}
 		})
@@ -95,7 +96,7 @@ func TestSupervise_ClaimClearsAHalfMadeStage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Supervise: %v", err)
 	}
-	if got.State != dispatch.StateFinished {
+	if got.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s (%s: %s), want finished", got.State, got.Reason, got.Detail)
 	}
 	if got.Result != nil && got.Result.Patch != nil && strings.Contains(e.blob(got.Result.Patch), "left.txt") {

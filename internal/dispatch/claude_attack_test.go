@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // daemonize is the start of a hostile repository's ci/lint.py: it leaves a daemon (double
@@ -192,7 +193,7 @@ func TestRedTeam3_ClaudeDuplicateCallIDHidesRefusal(t *testing.T) {
 		t.Errorf("the model asked for Write and claude refused it, yet the audit has no Write denied entry: %q", calls)
 	}
 	// The repeated id stops the run, naming the id: after it, no model request goes out.
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonWorkerFailed || !strings.Contains(r.Detail, "toolu_01SAME") {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonWorkerFailed || !strings.Contains(r.Detail, "toolu_01SAME") {
 		t.Errorf("dispatch %s %s (%s), want failed worker-failed naming the repeated id", r.State, r.Reason, r.Detail)
 	}
 	m.mu.Lock()
@@ -265,10 +266,10 @@ func TestRedTeam3_ClaudeCallRanWithNoEntry(t *testing.T) {
 	if !slicesHasPrefix(calls, "Write allowed") {
 		t.Errorf("the Write ran (claude could not start its hooks), yet the audit has no Write allowed entry: %q", calls)
 	}
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonWorkerFailed || !strings.Contains(r.Detail, "toolu_01DUP") {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonWorkerFailed || !strings.Contains(r.Detail, "toolu_01DUP") {
 		t.Errorf("dispatch %s %s (%s), want failed worker-failed naming the repeated id", r.State, r.Reason, r.Detail)
 	}
-	if r.Result != nil && r.Result.Patch != nil && strings.Contains(e.blob(r.Result.Patch), "ghost.txt") && r.State == dispatch.StateFinished {
+	if r.Result != nil && r.Result.Patch != nil && strings.Contains(e.blob(r.Result.Patch), "ghost.txt") && r.State == lifecycle.DispatchFinished {
 		t.Error("the unrecorded Write's file is in a finished dispatch's patch")
 	}
 }

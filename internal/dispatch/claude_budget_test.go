@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 )
 
@@ -37,7 +38,7 @@ func TestModel_ClaudeCodeTokenBudget(t *testing.T) {
 
 	r := e.run(dispatch.Request{Subagent: "writer", Envs: []string{"anthropic"}, Input: []byte(`{"prompt":"write notes"}`),
 		Budget: budget.Budget{Tokens: 150, USD: 1}})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonBudgetExceeded || !strings.Contains(r.Detail, "token budget spent: 165 of 150 tokens") {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonBudgetExceeded || !strings.Contains(r.Detail, "token budget spent: 165 of 150 tokens") {
 		t.Fatalf("got %s %s: %s, want failed budget-exceeded at 165 of 150 tokens (usage %+v, %d requests; stderr %s)", r.State, r.Reason, r.Detail, r.Usage, len(api.Requests()), e.blob(r.Result.Stderr))
 	}
 	// Three turns of 55 tokens: 165 >= 150, so the fourth call is refused and never sent.

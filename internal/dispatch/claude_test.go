@@ -19,6 +19,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -422,7 +423,7 @@ func TestModel_ClaudeCancelAfterToolUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := <-done
-	if final.State != dispatch.StateCancelled {
+	if final.State != lifecycle.DispatchCancelled {
 		t.Errorf("dispatch %s %s: %s, want cancelled", final.State, final.Reason, final.Detail)
 	}
 	want := []string{
@@ -458,7 +459,7 @@ func TestModel_ClaudeLoadedUngrantedTool(t *testing.T) {
 				wantFinished(t, r)
 				return
 			}
-			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonWorkerFailed ||
+			if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonWorkerFailed ||
 				!strings.Contains(r.Detail, `claude loaded tool "`+tc.extra+`", which the grant does not cover`) {
 				t.Errorf("dispatch %s %s: %q, want failed worker-failed naming %s", r.State, r.Reason, r.Detail, tc.extra)
 			}

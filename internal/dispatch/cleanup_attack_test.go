@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // These attacks leave a dispatch's supervisor dead or stuck and check that nothing the
@@ -158,11 +159,11 @@ func TestRedTeam3_SupervisorKilledLeaksSandboxOwnedGatewayDir(t *testing.T) {
 	var gwDir string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		cur, _ := e.d.Records.Get(t.Context(), r.ID)
-		if target, err := os.Readlink(link); err == nil && cur != nil && cur.State == dispatch.StateStarted {
+		if target, err := os.Readlink(link); err == nil && cur != nil && cur.State == lifecycle.DispatchStarted {
 			gwDir = target
 			break
 		}
-		if time.Now().After(deadline) || cur != nil && dispatch.IsTerminal(cur.State) {
+		if time.Now().After(deadline) || cur != nil && lifecycle.DispatchEnded(cur.State) {
 			t.Logf("dispatch %s %s: %s", cur.State, cur.Reason, cur.Detail)
 			t.Skipf("SKIP: no /tmp gateway directory (the stage path fits a socket) or the dispatch never started")
 		}

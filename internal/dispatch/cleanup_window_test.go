@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestSupervise_KilledBetweenEndAndCleanup: a supervisor records the
@@ -43,7 +44,7 @@ func TestSupervise_KilledBetweenEndAndCleanup(t *testing.T) {
 	})
 	agoratest.WaitFor(t, 30*time.Second, "the dispatch to start", func() bool {
 		cur, err := e.d.Records.Get(t.Context(), r.ID)
-		return err == nil && cur.State == dispatch.StateStarted
+		return err == nil && cur.State == lifecycle.DispatchStarted
 	})
 	pid := strconv.Itoa(sup.Process.Pid)
 	tr := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=umount2", "-e", "inject=umount2:delay_enter=3000000", "-p", pid)
@@ -58,7 +59,7 @@ func TestSupervise_KilledBetweenEndAndCleanup(t *testing.T) {
 	agoratest.WaitFor(t, 30*time.Second, "the dispatch to end", func() bool {
 		cur, err := e.d.Records.Get(t.Context(), r.ID)
 		final = cur
-		return err == nil && dispatch.IsTerminal(cur.State)
+		return err == nil && lifecycle.DispatchEnded(cur.State)
 	})
 	if final.StartedAt == nil {
 		t.Fatalf("the dispatch ended %s/%s before strace attached: %s", final.State, final.Reason, final.Detail)
@@ -82,7 +83,7 @@ func TestSupervise_KilledBetweenEndAndCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.State != final.State || after.Reason != final.Reason || after.State != dispatch.StateFinished {
+	if after.State != final.State || after.Reason != final.Reason || after.State != lifecycle.DispatchFinished {
 		t.Errorf("the record ended %s/%s and reads %s/%s after the kill and Reap; want it unchanged, finished",
 			final.State, final.Reason, after.State, after.Reason)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // containerHost is the engine the container tests use: $DOCKER_HOST, else the socket
@@ -160,7 +161,7 @@ func TestDispatch_ContainerAgentFails(t *testing.T) {
 	e.addDockerTarget(image)
 	e.subagent("failer", `echo trying; exit 3`)
 	r := e.run(dispatch.Request{Subagent: "failer", Target: "box", Timeout: time.Minute})
-	if r.State != dispatch.StateFailed {
+	if r.State != lifecycle.DispatchFailed {
 		t.Fatalf("state %s (%s: %s), want failed", r.State, r.Reason, r.Detail)
 	}
 	if !strings.Contains(e.stdout(r), "trying") {
@@ -203,7 +204,7 @@ func TestDispatch_ContainerCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := <-done
-	if final == nil || final.State != dispatch.StateCancelled {
+	if final == nil || final.State != lifecycle.DispatchCancelled {
 		t.Fatalf("dispatch ended %+v, want cancelled", final)
 	}
 	if d := time.Since(start); d > 30*time.Second {

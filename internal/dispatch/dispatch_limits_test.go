@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // The target's limits bind whoever runs agora, root included.
@@ -78,7 +79,7 @@ func TestDispatch_MaxProcsBindsAsRoot(t *testing.T) {
 	e.setTarget(func(tg *config.Target) { tg.MaxProcs = 256 })
 	e.subagent("bomb", forkBomb)
 	r := e.run(dispatch.Request{Subagent: "bomb", Timeout: 2 * time.Minute})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s (%s: %s), isolation %s", r.State, r.Reason, r.Detail, r.Isolation)
 	}
 	out := e.stdout(r)
@@ -119,7 +120,7 @@ func TestDispatch_DiskQuotaExceeded(t *testing.T) {
 	e.setTarget(func(tg *config.Target) { tg.Disk = 100 << 20 })
 	e.subagent("filler", diskFiller)
 	r := e.run(dispatch.Request{Subagent: "filler"})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonLimitExceeded {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonLimitExceeded {
 		t.Fatalf("state %s (%s: %s), want failed limit-exceeded", r.State, r.Reason, r.Detail)
 	}
 	if !strings.Contains(r.Detail, "disk quota") || !strings.Contains(r.Detail, "100MiB") {
@@ -148,7 +149,7 @@ func TestDispatch_DiskQuotaRoomy(t *testing.T) {
 	e.setTarget(func(tg *config.Target) { tg.Disk = 100 << 20 })
 	e.subagent("modest", `head -c 10000000 /dev/zero > ten; mkdir -p "$AGORA_OUT/outputs"; echo hi > "$AGORA_OUT/outputs/hi"`)
 	r := e.run(dispatch.Request{Subagent: "modest"})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s (%s: %s)", r.State, r.Reason, r.Detail)
 	}
 	if len(r.Result.Outputs) != 1 || r.Result.Patch == nil {
@@ -172,7 +173,7 @@ func TestDispatch_DiskQuotaCountsTheClone(t *testing.T) {
 	repo := gitRepo(t, map[string]string{"big.bin": string(big)})
 	e.subagent("never", `echo ran`)
 	r := e.run(dispatch.Request{Subagent: "never", Repo: repo})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonLimitExceeded || !strings.Contains(r.Detail, "while cloning") {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonLimitExceeded || !strings.Contains(r.Detail, "while cloning") {
 		t.Fatalf("state %s (%s: %s), want failed limit-exceeded while cloning", r.State, r.Reason, r.Detail)
 	}
 	if m := mountsUnder(t, filepath.Join(e.home.Dir, home.DispatchDir, r.ID)); len(m) > 0 {
@@ -189,7 +190,7 @@ func TestDispatch_DiskUnenforcedSaysSo(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("quick", `echo hi > hi.txt`)
 	r := e.run(dispatch.Request{Subagent: "quick"})
-	if r.State != dispatch.StateFinished || !strings.HasSuffix(r.Isolation, "+disk-unenforced") {
+	if r.State != lifecycle.DispatchFinished || !strings.HasSuffix(r.Isolation, "+disk-unenforced") {
 		t.Errorf("state %s, isolation %q; want finished with +disk-unenforced", r.State, r.Isolation)
 	}
 }
@@ -252,7 +253,7 @@ func TestDispatch_SupervisorKilledUnmountsQuota(t *testing.T) {
 		}
 	}
 	cur, _ := e.d.Records.Get(t.Context(), r.ID)
-	if cur.State != dispatch.StateFailed || cur.Reason != dispatch.ReasonLost {
+	if cur.State != lifecycle.DispatchFailed || cur.Reason != lifecycle.ReasonLost {
 		t.Errorf("after reap: %s %s, want failed lost", cur.State, cur.Reason)
 	}
 }
@@ -269,7 +270,7 @@ func TestDispatch_StagingStaysPrivate(t *testing.T) {
 	}
 	e.subagent("look", fmt.Sprintf(`ls %s >/dev/null 2>&1 && echo home=reachable || echo home=blocked; id -u`, e.home.Dir))
 	r := e.run(dispatch.Request{Subagent: "look"})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s (%s: %s)", r.State, r.Reason, r.Detail)
 	}
 	after, err := os.Stat(e.home.Dir)

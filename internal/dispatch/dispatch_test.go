@@ -22,6 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/agora-dev/agora/internal/workerbin"
@@ -152,7 +153,7 @@ func (e *env) run(req dispatch.Request) *dispatch.Record {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if dispatch.IsTerminal(r.State) {
+	if lifecycle.DispatchEnded(r.State) {
 		return r
 	}
 	r, err = e.d.Supervise(e.t.Context(), r.ID, nil)
@@ -223,7 +224,7 @@ func TestDispatch_Isolation(t *testing.T) {
 		probe("workspace", "touch ok.txt")
 	e.subagent("prober", script)
 	r := e.run(dispatch.Request{Subagent: "prober"})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s (%s: %s)", r.State, r.Reason, r.Detail)
 	}
 	out := e.stdout(r)
@@ -298,7 +299,7 @@ func TestDispatch_Concurrent100(t *testing.T) {
 		t.Fatalf("%d records, want %d", len(all), n)
 	}
 	for _, r := range all {
-		if r.State != dispatch.StateFinished {
+		if r.State != lifecycle.DispatchFinished {
 			t.Errorf("%s: state %s (%s: %s)", r.ID, r.State, r.Reason, r.Detail)
 		}
 		full, err := e.d.Records.Get(t.Context(), r.ID)
@@ -307,7 +308,7 @@ func TestDispatch_Concurrent100(t *testing.T) {
 		}
 		terminal := 0
 		for _, ev := range full.Events {
-			if dispatch.IsTerminal(ev.Kind) {
+			if lifecycle.DispatchEnded(ev.Kind) {
 				terminal++
 			}
 		}
@@ -349,7 +350,7 @@ func testSupervisorKilled(t *testing.T, adopter bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur.State == dispatch.StateStarted {
+		if cur.State == lifecycle.DispatchStarted {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -377,7 +378,7 @@ func testSupervisorKilled(t *testing.T, adopter bool) {
 		t.Fatalf("reaped %d, want 1", n)
 	}
 	cur, _ := e.d.Records.Get(t.Context(), r.ID)
-	if cur.State != dispatch.StateFailed || cur.Reason != dispatch.ReasonLost {
+	if cur.State != lifecycle.DispatchFailed || cur.Reason != lifecycle.ReasonLost {
 		t.Fatalf("after reap: %s %s, want failed lost", cur.State, cur.Reason)
 	}
 	if !strings.Contains(cur.Detail, "the worker died with it") {

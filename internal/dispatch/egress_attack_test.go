@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestEgress_AttacksFromASandbox drives the proxy's attack tests with the real curl inside
@@ -66,7 +67,7 @@ func TestEgress_AttacksFromASandbox(t *testing.T) {
 	r := e.run(dispatch.Request{Subagent: "attacker", Envs: []string{"gh"}})
 	out := e.stdout(r)
 	logs := e.logs(r.ID)
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("%s %s\n%s\n%s", r.State, r.Detail, out, logs)
 	}
 	if got := strings.Count(out, "agora refused"); got != 9 {

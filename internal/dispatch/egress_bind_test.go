@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestEgress_BoundCredential: a secret bound to git.test never enters the sandbox. git clones
@@ -66,7 +67,7 @@ func TestEgress_BoundCredential(t *testing.T) {
 	r := e.run(dispatch.Request{Subagent: "binder", Envs: []string{"gh"}})
 	out := e.stdout(r)
 	logs := e.logs(r.ID)
-	if r.State != dispatch.StateFinished || !strings.Contains(out, "hello from upstream") {
+	if r.State != lifecycle.DispatchFinished || !strings.Contains(out, "hello from upstream") {
 		t.Fatalf("%s %s: %q\n%s\ngit saw %q", r.State, r.Detail, out, logs, gitAuth)
 	}
 	if !strings.Contains(out, "token="+dispatch.PlaceholderPrefix) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // gitServer serves a bare repository holding README ("hello from upstream") over smart HTTP
@@ -72,7 +73,7 @@ func TestEgress_GitCloneThroughTheProxy(t *testing.T) {
 	e.netSubagent("stranger", "  - example.com\n", script)
 
 	r := e.run(dispatch.Request{Subagent: "cloner"})
-	if r.State != dispatch.StateFinished || r.Network != dispatch.NetworkProxy {
+	if r.State != lifecycle.DispatchFinished || r.Network != dispatch.NetworkProxy {
 		t.Fatalf("cloner: %s %s %s (network %s)\n%s", r.State, r.Reason, r.Detail, r.Network, e.logs(r.ID))
 	}
 	if out := e.stdout(r); !strings.Contains(out, "hello from upstream") {
@@ -83,7 +84,7 @@ func TestEgress_GitCloneThroughTheProxy(t *testing.T) {
 	}
 
 	r2 := e.run(dispatch.Request{Subagent: "stranger"})
-	if r2.State != dispatch.StateFailed {
+	if r2.State != lifecycle.DispatchFailed {
 		t.Fatalf("stranger: %s, want failed\n%s", r2.State, e.logs(r2.ID))
 	}
 	logs := e.logs(r2.ID)
@@ -129,7 +130,7 @@ func TestEgress_Curl(t *testing.T) {
 	}, "; "))
 	r := e.run(dispatch.Request{Subagent: "curler"})
 	out := e.stdout(r)
-	if r.State != dispatch.StateFinished || !strings.Contains(out, "allowed-body") {
+	if r.State != lifecycle.DispatchFinished || !strings.Contains(out, "allowed-body") {
 		t.Fatalf("%s %s: %q\n%s", r.State, r.Detail, out, e.logs(r.ID))
 	}
 	for _, want := range []string{
@@ -176,7 +177,7 @@ func TestEgress_MethodAndPathRules(t *testing.T) {
 	// 30 s (16 s for the agent). A budget, not an assertion.
 	r := e.run(dispatch.Request{Subagent: "ruled", Timeout: 2 * time.Minute})
 	out := e.stdout(r)
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("%s %s: %s\n%s\n%s", r.State, r.Reason, r.Detail, out, e.logs(r.ID))
 	}
 	if got := strings.Count(out, "ok:/repos/acme/x"); got != 2 {
@@ -231,7 +232,7 @@ func TestEgress_GoModDownload(t *testing.T) {
 		"cat /tmp/mod/example.test/hello@v1.0.0/hello.go",
 	}, " && "))
 	r := e.run(dispatch.Request{Subagent: "gomod"})
-	if out := e.stdout(r); r.State != dispatch.StateFinished || !strings.Contains(out, "package hello") {
+	if out := e.stdout(r); r.State != lifecycle.DispatchFinished || !strings.Contains(out, "package hello") {
 		t.Fatalf("%s %s: %q\n%s", r.State, r.Detail, out, e.logs(r.ID))
 	}
 }
@@ -276,7 +277,7 @@ func TestEgress_NPMInstall(t *testing.T) {
 		"cat node_modules/agora-left-pad/index.js",
 	}, " && "))
 	r := e.run(dispatch.Request{Subagent: "npmer", Timeout: 120e9})
-	if out := e.stdout(r); r.State != dispatch.StateFinished || !strings.Contains(out, "module.exports") {
+	if out := e.stdout(r); r.State != lifecycle.DispatchFinished || !strings.Contains(out, "module.exports") {
 		t.Fatalf("%s %s: %q\n%s", r.State, r.Detail, out, e.logs(r.ID))
 	}
 }
@@ -326,7 +327,7 @@ func TestEgress_200ConcurrentFromASandbox(t *testing.T) {
 	// agent) ran out before the 200 were answered.
 	r := e.run(dispatch.Request{Subagent: "swarm", Timeout: 240e9})
 	out := e.stdout(r)
-	if r.State != dispatch.StateFinished || !strings.Contains(out, "200 200") {
+	if r.State != lifecycle.DispatchFinished || !strings.Contains(out, "200 200") {
 		t.Fatalf("%s %s: %q\n%s", r.State, r.Detail, out, e.logs(r.ID))
 	}
 	if r.Net == nil || r.Net.Reached["api.test:"+port] != 200 {

@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lease/fencefile"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -182,10 +183,10 @@ func fenceChildRun(t *testing.T, renew bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur.State == dispatch.StateStarted {
+		if cur.State == lifecycle.DispatchStarted {
 			break
 		}
-		if time.Now().After(deadline) || dispatch.IsTerminal(cur.State) {
+		if time.Now().After(deadline) || lifecycle.DispatchEnded(cur.State) {
 			t.Fatalf("the child never recorded the dispatch started (%s %s: %s):\n%s", cur.State, cur.Reason, cur.Detail, out.String())
 		}
 	}
@@ -212,7 +213,7 @@ func fenceChildRun(t *testing.T, renew bool) {
 	_, cancelled := os.Stat(filepath.Join(task, "cancelled"))
 	_, staged := os.Stat(filepath.Join(e.d.StateDir, r.ID, wire.BundleDir))
 	if renew {
-		if werr != nil || !dispatch.IsTerminal(final.State) {
+		if werr != nil || !lifecycle.DispatchEnded(final.State) {
 			t.Errorf("a supervisor under a renewed fence: exit %v, record %s; want its end recorded:\n%s", werr, final.State, out.String())
 		}
 		return
@@ -221,7 +222,7 @@ func fenceChildRun(t *testing.T, renew bool) {
 	if !errors.As(werr, &xe) {
 		t.Errorf("a fenced supervisor exited %v, want a failure", werr)
 	}
-	if final.State != dispatch.StateStarted {
+	if final.State != lifecycle.DispatchStarted {
 		t.Errorf("a fenced supervisor committed the dispatch's end: %s/%s", final.State, final.Reason)
 	}
 	if cancelled == nil {
@@ -242,7 +243,7 @@ func fenceChildRun(t *testing.T, renew bool) {
 	if _, err := e.d.Reap(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reaped, err := e.d.Records.Get(ctx, r.ID); err != nil || reaped.State != dispatch.StateFailed || reaped.Reason != dispatch.ReasonLost {
+	if reaped, err := e.d.Records.Get(ctx, r.ID); err != nil || reaped.State != lifecycle.DispatchFailed || reaped.Reason != lifecycle.ReasonLost {
 		t.Errorf("the leader's reap of what the fenced supervisor left: %v %v, want failed/lost", reaped.State, err)
 	}
 }

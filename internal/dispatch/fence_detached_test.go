@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/lease/fencefile"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestFence_DetachedSupervisorLogsItsDecision: a detached supervisor (started as serve starts
@@ -62,7 +63,7 @@ func TestFence_DetachedSupervisorLogsItsDecision(t *testing.T) {
 	}
 	sup := detach.For(e.d)
 	sup.Bin = bin
-	if started, err := sup.Start(ctx, r.ID); err != nil || started.State != dispatch.StateStarted {
+	if started, err := sup.Start(ctx, r.ID); err != nil || started.State != lifecycle.DispatchStarted {
 		t.Fatalf("the detached supervisor did not start the dispatch: %v %+v", err, started)
 	}
 	renewing.Store(false) // the leader is stopped
@@ -91,7 +92,7 @@ func TestFence_DetachedSupervisorLogsItsDecision(t *testing.T) {
 	} else if fi.Mode().Perm() != 0o600 {
 		t.Errorf("the supervisors' log is mode %v, want 0600", fi.Mode().Perm())
 	}
-	if final, err := e.d.Records.Get(ctx, r.ID); err != nil || final.State != dispatch.StateStarted {
+	if final, err := e.d.Records.Get(ctx, r.ID); err != nil || final.State != lifecycle.DispatchStarted {
 		t.Errorf("a fenced supervisor committed the dispatch's end: %v %+v", err, final)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/verdict"
@@ -77,7 +78,7 @@ func (d *Dispatcher) gate(ctx context.Context, r *Record, st *stage, provider co
 	}
 	o.Verdict = v
 	if !v.Passed {
-		o.State, o.Reason = StateFailed, ReasonVerifyFailed
+		o.State, o.Reason = lifecycle.DispatchFailed, lifecycle.ReasonVerifyFailed
 		o.Detail = "verify " + v.Summary()
 	}
 	return o
@@ -94,14 +95,14 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 	if res != nil && res.Patch != nil {
 		b, err := d.Blobs.Get(res.Patch.Digest, wire.MaxPatchSize)
 		if err != nil {
-			fl := failed(ReasonProviderFailed, "verify: read the stored patch: %v", err)
+			fl := failed(lifecycle.ReasonProviderFailed, "verify: read the stored patch: %v", err)
 			return nil, &fl
 		}
 		patch = b
 	}
 	stack, err := d.stackPatches(r.Inputs)
 	if err != nil {
-		fl := failed(ReasonIntegrityFailed, "verify: the stacked base: %v", err)
+		fl := failed(lifecycle.ReasonIntegrityFailed, "verify: the stacked base: %v", err)
 		return nil, &fl
 	}
 	tree, err := buildGateTree(ctx, r, st, patch, stack)
@@ -110,15 +111,15 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 	var re *stackReadError
 	if errors.As(err, &ce) || errors.As(err, &me) || errors.As(err, &re) {
 		// The base accept recorded does not build again: not the tree the agent worked on.
-		fl := failed(ReasonIntegrityFailed, "verify: %v", err)
+		fl := failed(lifecycle.ReasonIntegrityFailed, "verify: %v", err)
 		return nil, &fl
 	}
 	if err != nil {
 		if full := st.cloneExceeded(err, r.Target); full != "" {
-			fl := failed(ReasonLimitExceeded, "verify: %s while checking out the base tree", full)
+			fl := failed(lifecycle.ReasonLimitExceeded, "verify: %s while checking out the base tree", full)
 			return nil, &fl
 		}
-		fl := failed(ReasonProviderFailed, "verify: %v", err)
+		fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", err)
 		return nil, &fl
 	}
 	if tree.applyErr != "" {
@@ -127,7 +128,7 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 		return &v, nil
 	}
 	if hits, err := protectedPaths(spec.Protect, tree.touched); err != nil {
-		fl := failed(ReasonProviderFailed, "verify: %v", err)
+		fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", err)
 		return nil, &fl
 	} else if len(hits) > 0 {
 		for i := range hits {
@@ -139,7 +140,7 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 	if len(spec.Changes) > 0 {
 		off, err := admit(ctx, spec, tree)
 		if err != nil {
-			fl := failed(ReasonProviderFailed, "verify: %v", err)
+			fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", err)
 			return nil, &fl
 		}
 		if len(off) > 0 {
@@ -152,14 +153,14 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 	}
 	if err := tree.checkout(ctx); err != nil {
 		if full := st.diskExceeded(r.Target); full != "" {
-			fl := failed(ReasonLimitExceeded, "verify: %s while applying the patch", full)
+			fl := failed(lifecycle.ReasonLimitExceeded, "verify: %s while applying the patch", full)
 			return nil, &fl
 		}
-		fl := failed(ReasonProviderFailed, "verify: %v", err)
+		fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", err)
 		return nil, &fl
 	}
 	if err := st.handOver(tree.dir); err != nil {
-		fl := failed(ReasonProviderFailed, "verify: %v", err)
+		fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", err)
 		return nil, &fl
 	}
 	return d.runGateCommand(ctx, r, st, provider, target, spec, tree.dir, red)
@@ -195,7 +196,7 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		if report, err = st.reportDir(); err != nil {
 			stdout.Close()
 			stderr.Close()
-			fl := failed(ReasonProviderFailed, "verify: %v", err)
+			fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", err)
 			return nil, &fl
 		}
 		s.Binds = append(s.Binds, compute.Bind{Src: report, Dst: verdict.ReportPath, Writable: true, Result: true})
@@ -206,7 +207,7 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		if err != nil {
 			stdout.Close()
 			stderr.Close()
-			fl := failed(ReasonProviderFailed, "verify: the target's %v", err)
+			fl := failed(lifecycle.ReasonProviderFailed, "verify: the target's %v", err)
 			return nil, &fl
 		}
 		s.Binds = append(s.Binds, b)
@@ -217,14 +218,14 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		// command would run on the host as agora, with its network and files.
 		stdout.Close()
 		stderr.Close()
-		fl := failed(ReasonDenied, "verify: the dispatch has no sandbox, so its verify command would run on the host unconfined; not run")
+		fl := failed(lifecycle.ReasonDenied, "verify: the dispatch has no sandbox, so its verify command would run on the host unconfined; not run")
 		return nil, &fl
 	}
 	h, err := provider.Start(ctx, s)
 	if err != nil {
 		stdout.Close()
 		stderr.Close()
-		fl := failed(ReasonProviderFailed, "verify: start the verify sandbox: %v", err)
+		fl := failed(lifecycle.ReasonProviderFailed, "verify: start the verify sandbox: %v", err)
 		return nil, &fl
 	}
 	if err := d.Records.SetProviderTask(context.WithoutCancel(ctx), r.ID, h.TaskID()); err != nil {
@@ -232,7 +233,7 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 		h.Wait()
 		stdout.Close()
 		stderr.Close()
-		fl := failed(ReasonProviderFailed, "verify: %v", err)
+		fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", err)
 		return nil, &fl
 	}
 	stop := d.watchCancel(ctx, provider, r.ID, h, nil)
@@ -242,13 +243,13 @@ func (d *Dispatcher) runGateCommand(ctx context.Context, r *Record, st *stage, p
 	stderr.Close()
 	switch {
 	case werr != nil:
-		fl := failed(ReasonProviderFailed, "verify: %v", werr)
+		fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", werr)
 		return nil, &fl
 	case exit.Cancelled || d.Records.cancelRequested(context.WithoutCancel(ctx), r.ID):
-		fl := Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled during its verify gate"}
+		fl := Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled, Detail: "cancelled during its verify gate"}
 		return nil, &fl
 	case exit.Lost:
-		fl := failed(ReasonProviderFailed, "verify: the verify sandbox vanished before it ended (its container was removed)")
+		fl := failed(lifecycle.ReasonProviderFailed, "verify: the verify sandbox vanished before it ended (its container was removed)")
 		return nil, &fl
 	}
 	took, text := exit.Duration, tail.Text()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -57,7 +58,7 @@ func TestGate_ProtectedPathsRedBeforeTheCommand(t *testing.T) {
 			name := "agent-" + strings.ReplaceAll(c.name, " ", "-")
 			e.subagent(name, c.script)
 			r := e.run(dispatch.Request{Subagent: name, Repo: repo, Verify: &verdict.Spec{Command: passIfRun, Protect: protect}})
-			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonVerifyFailed {
+			if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonVerifyFailed {
 				t.Fatalf("dispatch %s %s: %s, want failed verify-failed", r.State, r.Reason, r.Detail)
 			}
 			v := r.Verdict
@@ -83,7 +84,7 @@ func TestGate_ProtectedPathsRedBeforeTheCommand(t *testing.T) {
 	t.Run("untouched protect passes", func(t *testing.T) {
 		e.subagent("honest", `printf 'package calc\n\nfunc Sub(a, b int) int { return a - b }\n' > sub.go`)
 		r := e.run(dispatch.Request{Subagent: "honest", Repo: repo, Verify: &verdict.Spec{Command: passIfRun, Protect: protect}})
-		if r.State != dispatch.StateFinished || r.Verdict == nil || !r.Verdict.Passed || r.Verdict.OutputTail != "ran\n" {
+		if r.State != lifecycle.DispatchFinished || r.Verdict == nil || !r.Verdict.Passed || r.Verdict.OutputTail != "ran\n" {
 			t.Fatalf("dispatch %s %s: %s, verdict %+v; want finished and green", r.State, r.Reason, r.Detail, r.Verdict)
 		}
 	})
@@ -114,7 +115,7 @@ echo fake > fake.txt
 		t.Errorf("the dispatch took %s: something waited on the agent's leftovers", took)
 	}
 	v := r.Verdict
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Passed || v.Exit != 3 {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonVerifyFailed || v == nil || v.Passed || v.Exit != 3 {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want red with exit 3", r.State, r.Reason, r.Detail, v)
 	}
 	if strings.Contains(v.OutputTail, "PASS") || strings.Contains(v.OutputTail, `"passed"`) || strings.Contains(v.OutputTail, "sleep") {
@@ -201,7 +202,7 @@ func TestGate_NotRunWhenTheAgentFailed(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("broken", "exit 7")
 	r := e.run(dispatch.Request{Subagent: "broken", Verify: &verdict.Spec{Command: passIfRun}})
-	if r.State != dispatch.StateFailed || r.Reason == dispatch.ReasonVerifyFailed || r.Verdict != nil {
+	if r.State != lifecycle.DispatchFailed || r.Reason == lifecycle.ReasonVerifyFailed || r.Verdict != nil {
 		t.Fatalf("dispatch %s %s, verdict %+v: want the agent's own failure and no verdict", r.State, r.Reason, r.Verdict)
 	}
 }
@@ -245,7 +246,7 @@ func TestGate_CancelledFromAnotherCaller(t *testing.T) {
 	gateTask := func() bool {
 		cur := mustGet(t, e, r.ID)
 		for _, ev := range cur.Events {
-			if ev.Kind == dispatch.StateStarted {
+			if ev.Kind == lifecycle.DispatchStarted {
 				return cur.ProviderTaskID != "" && cur.ProviderTaskID != ev.Data["provider_task_id"]
 			}
 		}
@@ -262,7 +263,7 @@ func TestGate_CancelledFromAnotherCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := <-done
-	if final.State != dispatch.StateCancelled || final.Verdict != nil {
+	if final.State != lifecycle.DispatchCancelled || final.Verdict != nil {
 		t.Fatalf("dispatch %s %s, verdict %+v: want cancelled without a verdict", final.State, final.Reason, final.Verdict)
 	}
 	if took := time.Since(began); took > 10*time.Second {
@@ -320,7 +321,7 @@ func TestGate_SupervisorKilledDuringTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := mustGet(t, e, r.ID)
-	if cur.State != dispatch.StateFailed || cur.Reason != dispatch.ReasonLost || cur.Verdict != nil {
+	if cur.State != lifecycle.DispatchFailed || cur.Reason != lifecycle.ReasonLost || cur.Verdict != nil {
 		t.Fatalf("after reap: %s %s, verdict %+v; want failed lost without a verdict", cur.State, cur.Reason, cur.Verdict)
 	}
 	for _, p := range []string{filepath.Join(e.d.StateDir, r.ID, "verify"), filepath.Join(e.d.StateDir, r.ID, "disk")} {

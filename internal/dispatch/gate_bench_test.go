@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/verdict"
@@ -104,7 +105,7 @@ func BenchmarkGate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			reset()
-			o := d.gate(ctx, r, st, p, target, Outcome{State: StateFinished, Result: res}, red, enter)
+			o := d.gate(ctx, r, st, p, target, Outcome{State: lifecycle.DispatchFinished, Result: res}, red, enter)
 			if o.Verdict == nil || !o.Verdict.Passed {
 				b.Fatalf("gate: %s %s %s %+v", o.State, o.Reason, o.Detail, o.Verdict)
 			}
@@ -116,7 +117,7 @@ func BenchmarkGate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			reset()
-			o := d.gate(ctx, &norepo, st, p, target, Outcome{State: StateFinished, Result: newFiles}, red, enter)
+			o := d.gate(ctx, &norepo, st, p, target, Outcome{State: lifecycle.DispatchFinished, Result: newFiles}, red, enter)
 			if o.Verdict == nil || !o.Verdict.Passed {
 				b.Fatalf("gate: %s %s %s %+v", o.State, o.Reason, o.Detail, o.Verdict)
 			}

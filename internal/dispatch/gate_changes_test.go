@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -126,14 +127,14 @@ func TestRedTeam44_GatePlantsNeedChanges(t *testing.T) {
 			}
 			// A deny-list lets the plant through: the gate is green. This is the hole.
 			r = e.run(dispatch.Request{Subagent: name, Repo: repo, Verify: &verdict.Spec{Command: c.command, Protect: c.protect}})
-			if v := r.Verdict; r.State != dispatch.StateFinished || v == nil || !v.Passed {
+			if v := r.Verdict; r.State != lifecycle.DispatchFinished || v == nil || !v.Passed {
 				t.Fatalf("without changes: %s %s (%s), verdict %+v; want the plant to turn the gate green", r.State, r.Reason, r.Detail, v)
 			}
 			// An allow-list refuses it before the command runs.
 			spec := &verdict.Spec{Command: c.command, Protect: c.protect, Changes: []string{"src/**"}}
 			r = e.run(dispatch.Request{Subagent: name, Repo: repo, Verify: spec})
 			v := r.Verdict
-			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Passed || v.Reason != verdict.ReasonOutside {
+			if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonVerifyFailed || v == nil || v.Passed || v.Reason != verdict.ReasonOutside {
 				t.Fatalf("with changes: %s %s (%s), verdict %+v; want red outside-changes", r.State, r.Reason, r.Detail, v)
 			}
 			if !contains(v.OutsidePaths, c.want) || !strings.Contains(v.Detail, `"`+c.want+`" (outside changes)`) || !strings.Contains(r.Detail, c.want) {
@@ -156,7 +157,7 @@ func TestRedTeam44_GatePlantsNeedChanges(t *testing.T) {
 		e.subagent("honest", `printf 'def add(a, b):\n    return a + b\n' > src/calc.py`)
 		for _, cmd := range [][]string{unittestCmd, {"make", "test"}, {"python3", "run_tests.py"}} {
 			r := e.run(dispatch.Request{Subagent: "honest", Repo: repo, Verify: &verdict.Spec{Command: cmd, Protect: protect, Changes: []string{"src/**"}}})
-			if v := r.Verdict; r.State != dispatch.StateFinished || v == nil || !v.Passed || !strings.Contains(v.OutputTail, "OK") {
+			if v := r.Verdict; r.State != lifecycle.DispatchFinished || v == nil || !v.Passed || !strings.Contains(v.OutputTail, "OK") {
 				t.Fatalf("%v: %s %s (%s), verdict %+v; want green", cmd, r.State, r.Reason, r.Detail, v)
 			}
 		}
@@ -183,7 +184,7 @@ func TestRedTeam44_ExitAtImportNeedsEvidence(t *testing.T) {
 
 	r = e.run(dispatch.Request{Subagent: "exiter", Repo: repo, Verify: &verdict.Spec{Command: cmd, Changes: changes, Expect: expect}})
 	v := r.Verdict
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Passed || v.Reason != verdict.ReasonEvidence {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonVerifyFailed || v == nil || v.Passed || v.Reason != verdict.ReasonEvidence {
 		t.Fatalf("with expect: %s %s (%s), verdict %+v; want red no-evidence", r.State, r.Reason, r.Detail, v)
 	}
 	if want := "the command exited 0 but wrote no /agora/report/junit.xml: its tests did not run to their end"; v.Detail != want || v.Exit != 0 || v.Evidence != nil {
@@ -202,7 +203,7 @@ func TestRedTeam44_ExitAtImportNeedsEvidence(t *testing.T) {
 	e.subagent("honest", `printf 'def add(a, b):\n    return a + b\n' > src/calc.py`)
 	r = e.run(dispatch.Request{Subagent: "honest", Repo: repo, Verify: &verdict.Spec{Command: cmd, Changes: changes, Expect: expect}})
 	v = r.Verdict
-	if r.State != dispatch.StateFinished || v == nil || !v.Passed {
+	if r.State != lifecycle.DispatchFinished || v == nil || !v.Passed {
 		t.Fatalf("the honest fix: %s %s (%s), verdict %+v; want green", r.State, r.Reason, r.Detail, v)
 	}
 	if want := (verdict.Evidence{Report: "junit.xml", Tests: 2}); v.Evidence == nil || *v.Evidence != want {

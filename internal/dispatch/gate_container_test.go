@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -23,12 +24,12 @@ func TestGate_Container(t *testing.T) {
 	green := []string{"sh", "-c", "test ! -e /usr/local/go && test -f greeting.txt && echo in-container"}
 	r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: "box", Timeout: 2 * time.Minute,
 		Verify: &verdict.Spec{Command: green, Protect: []string{"*_test.sh"}}})
-	if r.State != dispatch.StateFinished || r.Verdict == nil || !r.Verdict.Passed || r.Verdict.OutputTail != "in-container\n" {
+	if r.State != lifecycle.DispatchFinished || r.Verdict == nil || !r.Verdict.Passed || r.Verdict.OutputTail != "in-container\n" {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want finished, green, run in the container", r.State, r.Reason, r.Detail, r.Verdict)
 	}
 	r = e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: "box", Timeout: 2 * time.Minute,
 		Verify: &verdict.Spec{Command: []string{"sh", "-c", "ps 2>/dev/null | grep -c PASS; echo failing; exit 4"}}})
-	if v := r.Verdict; r.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Exit != 4 || !strings.Contains(v.OutputTail, "failing") {
+	if v := r.Verdict; r.Reason != lifecycle.ReasonVerifyFailed || v == nil || v.Exit != 4 || !strings.Contains(v.OutputTail, "failing") {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want red with exit 4", r.State, r.Reason, r.Detail, v)
 	}
 	e.subagent("cheater", `printf 'exit 0 # always\n' > a_test.sh`)

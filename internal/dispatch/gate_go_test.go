@@ -8,6 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -32,7 +33,7 @@ func TestGate_GoTest(t *testing.T) {
 	e.subagent("breaker", `sed -i 's/a + b/a - b/' calc.go`)
 	r := e.run(dispatch.Request{Subagent: "breaker", Repo: repo, Verify: gate})
 	v := r.Verdict
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Passed || v.Reason != verdict.ReasonExit {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonVerifyFailed || v == nil || v.Passed || v.Reason != verdict.ReasonExit {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want red verify-failed", r.State, r.Reason, r.Detail, v)
 	}
 	if !strings.Contains(v.OutputTail, "Add(2, 3) != 5") || !strings.Contains(v.OutputTail, "FAIL") {
@@ -45,7 +46,7 @@ func TestGate_GoTest(t *testing.T) {
 	e.subagent("fixer", `printf '\nfunc Sub(a, b int) int { return a - b }\n' >> calc.go`)
 	r = e.run(dispatch.Request{Subagent: "fixer", Repo: repo, Verify: gate})
 	v = r.Verdict
-	if r.State != dispatch.StateFinished || v == nil || !v.Passed || !strings.Contains(v.OutputTail, "ok") {
+	if r.State != lifecycle.DispatchFinished || v == nil || !v.Passed || !strings.Contains(v.OutputTail, "ok") {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want finished and green", r.State, r.Reason, r.Detail, v)
 	}
 }

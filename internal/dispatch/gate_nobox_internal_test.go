@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/verdict"
 )
@@ -33,7 +34,7 @@ func TestGate_NeverRunsUnsandboxed(t *testing.T) {
 	if p.starts != 0 {
 		t.Fatalf("the verify command was started %d times on an unsandboxed dispatch", p.starts)
 	}
-	if v != nil || out == nil || out.Reason != ReasonDenied {
-		t.Fatalf("verdict %+v, outcome %+v; want no verdict and a %s outcome", v, out, ReasonDenied)
+	if v != nil || out == nil || out.Reason != lifecycle.ReasonDenied {
+		t.Fatalf("verdict %+v, outcome %+v; want no verdict and a %s outcome", v, out, lifecycle.ReasonDenied)
 	}
 }

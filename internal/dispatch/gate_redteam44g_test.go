@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -49,7 +50,7 @@ EOF`)
 	r := e.run(dispatch.Request{Subagent: "bytecode", Repo: repo, Verify: &verdict.Spec{Command: cmd,
 		Changes: []string{"src/**", "tests/**"}, Protect: protect, Expect: expect}})
 	v := r.Verdict
-	if r.State != dispatch.StateFinished || v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Ran() != 2 {
+	if r.State != lifecycle.DispatchFinished || v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Ran() != 2 {
 		t.Fatalf("tests inside changes, the test file protected: %s %s (%s), verdict %+v; want the residue: green with 2 tests", r.State, r.Reason, r.Detail, v)
 	}
 	if !strings.Contains(v.OutputTail, "OK") {
@@ -193,7 +194,7 @@ func TestRedTeam44G_FixGateJudgesTheRejectedPatchToo(t *testing.T) {
 		t.Fatalf("a fix keeping the plant: %s %s (%s), verdict %+v; want red outside-changes conftest.py", r.State, r.Reason, r.Detail, v)
 	}
 	r = fix("fixer-cleans", `rm conftest.py && printf 'def add(a, b):\n    return a + b\n' > src/calc.py`)
-	if v := r.Verdict; r.State != dispatch.StateFinished || v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Ran() != 2 {
+	if v := r.Verdict; r.State != lifecycle.DispatchFinished || v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Ran() != 2 {
 		t.Fatalf("a fix removing the plant: %s %s (%s), verdict %+v; want green with 2 tests", r.State, r.Reason, r.Detail, v)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -36,7 +37,7 @@ func TestAccept_InputLimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("input of %d bytes: %v", len(in), err)
 		}
-		if r.State != dispatch.StateAccepted {
+		if r.State != lifecycle.DispatchAccepted {
 			t.Errorf("state %s, want accepted", r.State)
 		}
 	}

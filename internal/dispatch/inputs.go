@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/jcs"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // The input key and directory patterns, compiled on first use (no work at init).
@@ -72,8 +73,8 @@ func (d *Dispatcher) resolveInputs(ctx context.Context, specs []InputSpec) ([]In
 		if err := handOffRefusal(up); err != nil {
 			return nil, fmt.Errorf("input %q: %w", s.Key, err)
 		}
-		red := up.State == StateFailed && up.Reason == ReasonVerifyFailed
-		if up.Result == nil || (up.State != StateFinished && !(red && (s.Apply || s.Select == "verify"))) {
+		red := up.State == lifecycle.DispatchFailed && up.Reason == lifecycle.ReasonVerifyFailed
+		if up.Result == nil || (up.State != lifecycle.DispatchFinished && !(red && (s.Apply || s.Select == "verify"))) {
 			// A dispatch whose verify gate was red keeps its patch and its verdict: a fix
 			// applies the one and reads the other.
 			return nil, fmt.Errorf("input %q: dispatch %s is %s; only a finished dispatch has products", s.Key, up.ID, up.State)

@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // learnAttackOn runs the learn attack as one exec dispatch on target (a docker container or
@@ -59,7 +60,7 @@ func learnAttackOn(t *testing.T, e *env, ca *testCA, target, taskPrefix string) 
 	req := dispatch.Request{Subagent: "learner", Target: target, Timeout: 3 * time.Minute}
 
 	refused := e.run(req)
-	if refused.State != dispatch.StateFailed || refused.Reason != dispatch.ReasonDenied || refused.Learn || refused.StartedAt != nil {
+	if refused.State != lifecycle.DispatchFailed || refused.Reason != lifecycle.ReasonDenied || refused.Learn || refused.StartedAt != nil {
 		t.Fatalf("%s without learn: %s/%s learn=%v started=%v, want failed/denied, never started", target, refused.State, refused.Reason, refused.Learn, refused.StartedAt)
 	}
 	mu.Lock()
@@ -72,7 +73,7 @@ func learnAttackOn(t *testing.T, e *env, ca *testCA, target, taskPrefix string) 
 	r := e.run(req)
 	out := e.stdout(r)
 	t.Logf("%s learn dispatch %s (task %s, isolation %s):\n%s", target, r.ID, r.ProviderTaskID, r.Isolation, out)
-	if r.State != dispatch.StateFinished || !r.Learn {
+	if r.State != lifecycle.DispatchFinished || !r.Learn {
 		t.Fatalf("%s learn: %s/%s %s learn=%v\n%s\n%s", target, r.State, r.Reason, r.Detail, r.Learn, out, e.logs(r.ID))
 	}
 	if !strings.HasPrefix(r.ProviderTaskID, taskPrefix) {

@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
@@ -57,7 +58,7 @@ func TestLearn_ExecRecordsInsteadOfRefusing(t *testing.T) {
 	}, "; "))
 
 	refused := e.run(dispatch.Request{Subagent: "learner"})
-	if refused.State != dispatch.StateFailed || refused.Reason != dispatch.ReasonDenied || refused.Learn {
+	if refused.State != lifecycle.DispatchFailed || refused.Reason != lifecycle.ReasonDenied || refused.Learn {
 		t.Fatalf("without learn: %s/%s learn=%v, want failed/denied", refused.State, refused.Reason, refused.Learn)
 	}
 	if learnHits.Load() != 0 {
@@ -66,7 +67,7 @@ func TestLearn_ExecRecordsInsteadOfRefusing(t *testing.T) {
 
 	r := e.run(dispatch.Request{Subagent: "learner", Learn: true})
 	out := e.stdout(r)
-	if r.State != dispatch.StateFinished || !r.Learn {
+	if r.State != lifecycle.DispatchFinished || !r.Learn {
 		t.Fatalf("learn: %s/%s %s learn=%v\n%s\n%s", r.State, r.Reason, r.Detail, r.Learn, out, e.logs(r.ID))
 	}
 	if !strings.Contains(out, "learned:POST:/repos/acme/issues") || learnHits.Load() != 1 {
@@ -124,7 +125,7 @@ func TestLearn_TargetModeAndMCPRefusal(t *testing.T) {
 	if err != nil || !r.Learn {
 		t.Fatalf("a learn target's dispatch: %v learn=%v", err, r != nil && r.Learn)
 	}
-	if _, err := e.d.Records.Finish(ctx, r.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled}); err != nil {
+	if _, err := e.d.Records.Finish(ctx, r.ID, dispatch.Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := e.d.Records.List(ctx, dispatch.ListFilter{})

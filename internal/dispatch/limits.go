@@ -3,6 +3,8 @@ package dispatch
 import (
 	"sync"
 	"time"
+
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // limitTrip is how host-side enforcers (the gateway's audit budget, the disk quota, the
@@ -23,14 +25,14 @@ func newLimitTrip() *limitTrip { return &limitTrip{fired: make(chan struct{})} }
 // Trip records detail as limit-exceeded (the first reason recorded wins) and fires C. Safe
 // from any goroutine, repeatedly.
 func (t *limitTrip) Trip(detail string) {
-	t.note(ReasonLimitExceeded, detail)
+	t.note(lifecycle.ReasonLimitExceeded, detail)
 	t.fire()
 }
 
 // TripBudget records detail as budget-exceeded (the first reason recorded wins) and fires C
 // after grace: the agent first reads the gateway's refusal and may end on its own.
 func (t *limitTrip) TripBudget(detail string, grace time.Duration) {
-	if t.note(ReasonBudgetExceeded, detail) {
+	if t.note(lifecycle.ReasonBudgetExceeded, detail) {
 		time.AfterFunc(grace, t.fire)
 	}
 }

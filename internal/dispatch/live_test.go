@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestSupervise_Phases: Supervise reports the host-side phases in order as they begin, and
@@ -43,10 +44,10 @@ func TestSupervise_Phases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if final.State != dispatch.StateFinished {
+	if final.State != lifecycle.DispatchFinished {
 		t.Fatalf("dispatch %s %s: %s", final.State, final.Reason, final.Detail)
 	}
-	want := []string{dispatch.PhaseStaging, dispatch.PhaseSandbox, dispatch.StateStarted, dispatch.PhaseAgent, dispatch.PhaseCapture, dispatch.StateFinished}
+	want := []string{dispatch.PhaseStaging, dispatch.PhaseSandbox, lifecycle.DispatchStarted, dispatch.PhaseAgent, dispatch.PhaseCapture, lifecycle.DispatchFinished}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("progress kinds %v, want %v", kinds, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -39,7 +40,7 @@ echo FLOOD-ENDED`
 	)
 	const timeout = time.Minute // the smallest budget: 512 entries
 	r := e.run(dispatch.Request{Subagent: "flooder", Envs: []string{"model"}, Timeout: timeout})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonLimitExceeded || !strings.Contains(r.Detail, "audit budget of 512 entries is spent") {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonLimitExceeded || !strings.Contains(r.Detail, "audit budget of 512 entries is spent") {
 		t.Fatalf("got %s %s: %s, want failed limit-exceeded naming the gateway's audit budget", r.State, r.Reason, r.Detail)
 	}
 	all, err := audit.List(context.Background(), e.home.DB.SQL(), audit.ListOptions{})

@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -205,7 +206,7 @@ func mustJSON(t testing.TB, v any) string {
 // wantFinished fails the test unless r finished.
 func wantFinished(t testing.TB, r *dispatch.Record) {
 	t.Helper()
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 	"github.com/agora-dev/agora/internal/toolreg"
 )
@@ -241,7 +242,7 @@ func TestModel_Budgets(t *testing.T) {
 	t.Run("Turns", func(t *testing.T) {
 		srv := e.model(testAPIKey, openaitest.Loop())
 		r := e.run(dispatch.Request{Subagent: "looper", Envs: []string{"model"}, Timeout: 2 * time.Minute})
-		if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonWorkerFailed || !strings.Contains(r.Detail, "max_turns") {
+		if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonWorkerFailed || !strings.Contains(r.Detail, "max_turns") {
 			t.Fatalf("got %s %s: %s, want failed worker-failed naming max_turns", r.State, r.Reason, r.Detail)
 		}
 		if n := len(srv.Accepted()); n != 50 {
@@ -258,7 +259,7 @@ func TestModel_Budgets(t *testing.T) {
 		e.model(testAPIKey, slow)
 		start := time.Now()
 		r := e.run(dispatch.Request{Subagent: "looper", Envs: []string{"model"}, Timeout: 10 * time.Second})
-		if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonTimeout || !strings.Contains(r.Detail, "wall-time budget") {
+		if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonTimeout || !strings.Contains(r.Detail, "wall-time budget") {
 			t.Fatalf("got %s %s: %s, want failed timeout at the wall-time budget", r.State, r.Reason, r.Detail)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -385,7 +386,7 @@ func TestModel_Narrowing(t *testing.T) {
 		)
 		narrow := grant.Set{Tools: []string{"read_file", "ask_human"}, Commands: []string{"git diff  *"}}
 		r := e.run(dispatch.Request{Subagent: "editor", Envs: []string{"model"}, Grants: &narrow})
-		if r.State != dispatch.StateNeedsInput || r.Result.NeedsInput == nil || r.Result.NeedsInput.Question != "Which file should I read?" {
+		if r.State != lifecycle.DispatchNeedsInput || r.Result.NeedsInput == nil || r.Result.NeedsInput.Question != "Which file should I read?" {
 			t.Fatalf("got %s %s: %s (%+v), want needs_input with the model's question", r.State, r.Reason, r.Detail, r.Result)
 		}
 		if got := offered(srv.Accepted()[0]); !cmp.Equal(got, []string{"ask_human", "read_file"}) {

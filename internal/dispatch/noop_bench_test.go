@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // BenchmarkDispatch_NoopResident is a no-op dispatch (the subagent runs `true`) through a
@@ -29,12 +30,12 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 		// checks, hashes and copies its 13 MB, once per build and AGORA_HOME), which the
 		// per-dispatch figures must not spread over the loop (most of the
 		// "2.7 MB per dispatch" was this one pin).
-		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != dispatch.StateFinished {
+		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != lifecycle.DispatchFinished {
 			b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 		}
 		for b.Loop() {
 			r := e.run(dispatch.Request{Subagent: "noop"})
-			if r.State != dispatch.StateFinished {
+			if r.State != lifecycle.DispatchFinished {
 				b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 			}
 		}
@@ -45,7 +46,7 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 		// found none would go cold and be counted: the loop fails then).
 		e, w := warmEnv(b, 2)
 		noopSubagent(b, e)
-		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != dispatch.StateFinished {
+		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != lifecycle.DispatchFinished {
 			b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 		}
 		for b.Loop() {
@@ -53,7 +54,7 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 			waitWarmReady(b, w, 1)
 			b.StartTimer()
 			r := e.run(dispatch.Request{Subagent: "noop"})
-			if r.State != dispatch.StateFinished {
+			if r.State != lifecycle.DispatchFinished {
 				b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 			}
 		}
@@ -69,7 +70,7 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 		// teardown and a refill (on 2 loaded cores that work lands on the next dispatch).
 		e, w := warmEnv(b, 2)
 		noopSubagent(b, e)
-		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != dispatch.StateFinished {
+		if r := e.run(dispatch.Request{Subagent: "noop"}); r.State != lifecycle.DispatchFinished {
 			b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 		}
 		for b.Loop() {
@@ -78,7 +79,7 @@ func BenchmarkDispatch_NoopResident(b *testing.B) {
 			waitWarmReady(b, w, 2)
 			b.StartTimer()
 			r := e.run(dispatch.Request{Subagent: "noop"})
-			if r.State != dispatch.StateFinished {
+			if r.State != lifecycle.DispatchFinished {
 				b.Fatalf("dispatch %s: %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
 			}
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
@@ -120,7 +121,7 @@ func adoptUntil(ctx context.Context, d *dispatch.Dispatcher, id string) (int, er
 		if err != nil {
 			return 0, err
 		}
-		if dispatch.IsTerminal(r.State) {
+		if lifecycle.DispatchEnded(r.State) {
 			return 0, nil
 		}
 		select {
@@ -397,7 +398,7 @@ func TestPoolKill_SupervisorKilledAdoptedOnItsPod(t *testing.T) {
 	var coldRec *dispatch.Record
 	waitFor(t, time.Minute, "the cold dispatch never started", func() bool {
 		coldRec, err = e.d.Records.Get(ctx, cold.ID)
-		return err == nil && (coldRec.State == dispatch.StateStarted || dispatch.IsTerminal(coldRec.State))
+		return err == nil && (coldRec.State == lifecycle.DispatchStarted || lifecycle.DispatchEnded(coldRec.State))
 	})
 	coldSandbox := "agora-" + strings.ToLower(cold.ID)
 	if coldRec.ProviderTaskID != "k8s:"+ns+"/"+coldSandbox {
@@ -502,10 +503,10 @@ func TestPoolKill_SupervisorKilledAdoptedOnItsPod(t *testing.T) {
 	var started *dispatch.Record
 	waitFor(t, 30*time.Second, "the supervisor never recorded the dispatch started", func() bool {
 		started, err = e.d.Records.Get(ctx, id)
-		return err == nil && (started.State == dispatch.StateStarted || dispatch.IsTerminal(started.State))
+		return err == nil && (started.State == lifecycle.DispatchStarted || lifecycle.DispatchEnded(started.State))
 	})
 	task := "k8s:" + ns + "/" + pod.Metadata.Name
-	if started.State != dispatch.StateStarted || started.ProviderTaskID != task {
+	if started.State != lifecycle.DispatchStarted || started.ProviderTaskID != task {
 		t.Fatalf("the dispatch %s/%s, task %q; want started in the pool's pod %s:\n%s", started.State, started.Reason, started.ProviderTaskID, task, sup.out)
 	}
 	claims := "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/" + ns + "/sandboxclaims"
@@ -628,7 +629,7 @@ func TestPoolKill_SupervisorKilledAdoptedOnItsPod(t *testing.T) {
 	var final *dispatch.Record
 	waitFor(t, time.Minute, "the adopted dispatch never ended", func() bool {
 		final, err = e.d.Records.Get(ctx, id)
-		return err == nil && dispatch.IsTerminal(final.State)
+		return err == nil && lifecycle.DispatchEnded(final.State)
 	})
 	var n int
 	select {
@@ -677,7 +678,7 @@ func TestPoolKill_SupervisorKilledAdoptedOnItsPod(t *testing.T) {
 	if n+other != 1 {
 		t.Errorf("AdoptOrphans reported %d here and %d in the other serve; want one adoption between them", n, other)
 	}
-	if final.State != dispatch.StateFinished || final.Detail != detail || final.ProviderTaskID != task {
+	if final.State != lifecycle.DispatchFinished || final.Detail != detail || final.ProviderTaskID != task {
 		t.Errorf("the adopted dispatch ended %s/%s (%s), task %q; want finished with the worker's result in %s", final.State, final.Reason, final.Detail, final.ProviderTaskID, task)
 	}
 	if final.Result == nil || len(final.Result.Outputs) != 1 || final.Result.Outputs[0].Path != "answer.txt" || final.Result.Outputs[0].Size != int64(len(answer)) {

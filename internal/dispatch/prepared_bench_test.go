@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -72,7 +73,7 @@ func BenchmarkRecords_Lifecycle(b *testing.B) {
 				if _, err := c.s.started(ctx, r.ID, "local:bench", selfSupervisor(), nil); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := c.s.finish(ctx, r.ID, Outcome{State: StateFinished}); err != nil {
+				if _, _, err := c.s.finish(ctx, r.ID, Outcome{State: lifecycle.DispatchFinished}); err != nil {
 					b.Fatal(err)
 				}
 			}

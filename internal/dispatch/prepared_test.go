@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRecords_PreparedReadsSeeEveryWrite: the record reads run through statements prepared
@@ -34,14 +35,14 @@ func TestRecords_PreparedReadsSeeEveryWrite(t *testing.T) {
 		}
 	}
 	// Finish reads the record inside its own transaction, after its update.
-	if ok, err := e.d.Records.Finish(ctx, r.ID, dispatch.Outcome{State: dispatch.StateFailed, Reason: dispatch.ReasonDenied, Detail: "test"}); err != nil || !ok {
+	if ok, err := e.d.Records.Finish(ctx, r.ID, dispatch.Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonDenied, Detail: "test"}); err != nil || !ok {
 		t.Fatalf("finish: %v %v", ok, err)
 	}
 	got, err := e.d.Records.Get(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != dispatch.StateFailed || got.Detail != "test" || len(got.Events) < 2 {
+	if got.State != lifecycle.DispatchFailed || got.Detail != "test" || len(got.Events) < 2 {
 		t.Fatalf("after finish: %s %q with %d events, want failed \"test\" and its event", got.State, got.Detail, len(got.Events))
 	}
 }

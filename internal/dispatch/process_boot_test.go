@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestReap_SupervisorOfAnEarlierBoot: after a reboot, a started dispatch's recorded
@@ -55,16 +56,16 @@ func TestReap_SupervisorOfAnEarlierBoot(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.reaped {
-				if got.State != dispatch.StateFailed || got.Reason != dispatch.ReasonLost || p.state == "" {
+				if got.State != lifecycle.DispatchFailed || got.Reason != lifecycle.ReasonLost || p.state == "" {
 					t.Fatalf("supervisor %q: state %s/%s, task stopped %v; want failed/lost and stopped", c.supervisor, got.State, got.Reason, p.state != "")
 				}
 				return
 			}
-			if got.State != dispatch.StateStarted || p.state != "" {
+			if got.State != lifecycle.DispatchStarted || p.state != "" {
 				t.Fatalf("supervisor %q (this process): state %s/%s, task stopped %v; want it left started", c.supervisor, got.State, got.Reason, p.state != "")
 			}
 			// Ended here, so the next case's Reap finds only its own.
-			if _, err := e.d.Records.Finish(t.Context(), r.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled}); err != nil {
+			if _, err := e.d.Records.Finish(t.Context(), r.ID, dispatch.Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled}); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/agora-dev/agora/internal/jcs"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // ProvenanceFormat names the provenance statement's format.
@@ -103,8 +104,8 @@ func Provenance(r *Record) ([]byte, error) {
 // endState is the state a dispatch ended in: an answered dispatch ended needs_input (its
 // terminal entry says so, and the manifest it names was written then).
 func endState(state string) string {
-	if state == StateAnswered {
-		return StateNeedsInput
+	if state == lifecycle.DispatchAnswered {
+		return lifecycle.DispatchNeedsInput
 	}
 	return state
 }
@@ -124,7 +125,7 @@ func (s *Records) EndedProvenance(ctx context.Context, id string) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	if !IsTerminal(r.State) {
+	if !lifecycle.DispatchEnded(r.State) {
 		return nil, fmt.Errorf("dispatch %s is still %s; a run bundle holds only ended dispatches, export it once this one ends", id, r.State)
 	}
 	return Provenance(r)

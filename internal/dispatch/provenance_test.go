@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRecords_EndedProvenance: a run bundle gets a dispatch's provenance statement only once
@@ -36,7 +37,7 @@ func TestRecords_EndedProvenance(t *testing.T) {
 	if _, err := records.EndedProvenance(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV"); !errors.Is(err, dispatch.ErrNotFound) {
 		t.Errorf("an unknown dispatch: got %v, want ErrNotFound", err)
 	}
-	if _, err := records.Finish(ctx, id, dispatch.Outcome{State: dispatch.StateFailed, Reason: "test"}); err != nil {
+	if _, err := records.Finish(ctx, id, dispatch.Outcome{State: lifecycle.DispatchFailed, Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := records.EndedProvenance(ctx, id)

@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestDispatch_RealPodAgentSandboxPool is `warm_pool: true` on a real kubelet
@@ -81,7 +82,7 @@ func TestDispatch_RealPodAgentSandboxPool(t *testing.T) {
 	begin := time.Now()
 	cold := e.run(req)
 	t.Logf("cold: %s in %s, task %s", cold.State, time.Since(begin).Round(time.Millisecond), cold.ProviderTaskID)
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold dispatch %s: %s %s: %s\ngateway log:\n%s\npod logs:\n%s", cold.ID, cold.State, cold.Reason, cold.Detail, n.gwLog, n.podLogs(t))
 	}
 	if want := "k8s:" + n.c.Namespace + "/agora-" + strings.ToLower(cold.ID); cold.ProviderTaskID != want {
@@ -101,7 +102,7 @@ func TestDispatch_RealPodAgentSandboxPool(t *testing.T) {
 		begin := time.Now()
 		hot := e.run(req)
 		t.Logf("pool dispatch %d: %s in %s, task %s", i, hot.State, time.Since(begin).Round(time.Millisecond), hot.ProviderTaskID)
-		if hot.State != dispatch.StateFinished {
+		if hot.State != lifecycle.DispatchFinished {
 			t.Fatalf("pool dispatch %s: %s %s: %s\ndispatch log:\n%s\ngateway log:\n%s\npod logs:\n%s", hot.ID, hot.State, hot.Reason, hot.Detail, e.logs(hot.ID), n.gwLog, n.podLogs(t))
 		}
 		hots = append(hots, hot)

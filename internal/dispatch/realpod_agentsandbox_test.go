@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -44,7 +45,7 @@ func TestDispatch_RealPodAgentSandboxSameAsJob(t *testing.T) {
 		begin := time.Now()
 		r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: target, Envs: []string{"model"}, Timeout: 4 * time.Minute})
 		t.Logf("target %q: %s in %s, task %s, isolation %s", target, r.State, time.Since(begin).Round(time.Millisecond), r.ProviderTaskID, r.Isolation)
-		if r.State != dispatch.StateFinished {
+		if r.State != lifecycle.DispatchFinished {
 			t.Fatalf("target %q: dispatch %s: %s %s: %s\ndispatch logs:\n%s\ngateway log:\n%s\npod logs:\n%s\ncontroller log:\n%s", target, r.ID, r.State, r.Reason, r.Detail,
 				e.logs(r.ID), n.gwLog, n.podLogs(t), n.c.AgentSandboxLog())
 		}

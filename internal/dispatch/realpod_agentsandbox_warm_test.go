@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // sandboxWatch records the name of every agent-sandbox Sandbox that exists in the node's
@@ -83,7 +84,7 @@ func realPodAgentSandboxWarmSlot(t *testing.T, n *podNode) {
 	coldSeen := watchSandboxes(t, n)
 	cold := e.run(req)
 	t.Logf("cold: %s in %s, task %s", cold.State, time.Since(begin).Round(time.Millisecond), cold.ProviderTaskID)
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold dispatch %s: %s %s: %s\ngateway log:\n%s\npod logs:\n%s\ncontroller log:\n%s", cold.ID, cold.State, cold.Reason, cold.Detail,
 			n.gwLog, n.podLogs(t), n.c.AgentSandboxLog())
 	}
@@ -104,7 +105,7 @@ func realPodAgentSandboxWarmSlot(t *testing.T, n *podNode) {
 	begin = time.Now()
 	hot := e.run(req)
 	t.Logf("warm: %s in %s, task %s", hot.State, time.Since(begin).Round(time.Millisecond), hot.ProviderTaskID)
-	if hot.State != dispatch.StateFinished {
+	if hot.State != lifecycle.DispatchFinished {
 		t.Fatalf("warm dispatch %s: %s %s: %s\ngateway log:\n%s\npod logs:\n%s", hot.ID, hot.State, hot.Reason, hot.Detail, n.gwLog, n.podLogs(t))
 	}
 	if seen := hotSeen.names(); len(seen) != 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestDispatch_RealPodFailsAndCancels: on a real node, an agent that exits 3 fails its
@@ -23,7 +24,7 @@ func TestDispatch_RealPodFailsAndCancels(t *testing.T) {
 	t.Run("agent-fails", func(t *testing.T) {
 		e.subagent("failer", `echo trying; exit 3`)
 		r := e.run(dispatch.Request{Subagent: "failer", Target: "pod", Timeout: 3 * time.Minute})
-		if r.State != dispatch.StateFailed {
+		if r.State != lifecycle.DispatchFailed {
 			t.Fatalf("state %s (%s: %s), want failed", r.State, r.Reason, r.Detail)
 		}
 		if !strings.Contains(e.stdout(r), "trying") {
@@ -40,7 +41,7 @@ func TestDispatch_RealPodFailsAndCancels(t *testing.T) {
 	t.Run("redteam4-unreadable-output", func(t *testing.T) {
 		e.subagent("locker", `mkdir -p /agora/out/outputs && echo hidden > /agora/out/outputs/locked && chmod 000 /agora/out/outputs/locked`)
 		r := e.run(dispatch.Request{Subagent: "locker", Target: "pod", Timeout: 3 * time.Minute})
-		if r.State != dispatch.StateFailed || r.Reason == dispatch.ReasonGatewayUnreachable || !strings.Contains(r.Detail, "locked") {
+		if r.State != lifecycle.DispatchFailed || r.Reason == lifecycle.ReasonGatewayUnreachable || !strings.Contains(r.Detail, "locked") {
 			t.Fatalf("state %s (%s: %s), want failed by the worker, naming the unreadable output", r.State, r.Reason, r.Detail)
 		}
 		t.Logf("failed: %s: %s", r.Reason, r.Detail)
@@ -84,7 +85,7 @@ func TestDispatch_RealPodFailsAndCancels(t *testing.T) {
 			t.Fatal("the dispatch did not end within 2 minutes of the cancel")
 		}
 		t.Logf("after the cancel:\n%s", n.ps(t))
-		if final == nil || final.State != dispatch.StateCancelled {
+		if final == nil || final.State != lifecycle.DispatchCancelled {
 			t.Fatalf("dispatch ended %+v, want cancelled", final)
 		}
 		if n.sleepRunning(t) {

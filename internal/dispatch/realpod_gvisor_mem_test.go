@@ -9,6 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestDispatch_RealPodGVisorMemory: an agent that allocates without end (`tail
@@ -43,7 +44,7 @@ func TestDispatch_RealPodGVisorMemory(t *testing.T) {
 		}
 		t.Logf("%s: %s %s: %s in %s, stdout %q", target, r.State, r.Reason, r.Detail, took.Round(time.Millisecond), out)
 		signalled := regexp.MustCompile(`tail=1(2[89]|[3-9][0-9])\n`).MatchString(out)
-		if !strings.Contains(out, "start\n") || !signalled || r.Reason == dispatch.ReasonTimeout || took > 2*time.Minute {
+		if !strings.Contains(out, "start\n") || !signalled || r.Reason == lifecycle.ReasonTimeout || took > 2*time.Minute {
 			t.Errorf("%s: the agent past its memory limit: %s %s, %q after %s; want it killed by a signal well before the timeout",
 				target, r.State, r.Reason, out, took)
 		}

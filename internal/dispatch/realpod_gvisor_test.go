@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -39,7 +40,7 @@ func TestDispatch_RealPodGVisor(t *testing.T) {
 		begin := time.Now()
 		r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: target, Timeout: 4 * time.Minute})
 		t.Logf("target %s: %s in %s, isolation %s", target, r.State, time.Since(begin).Round(time.Millisecond), r.Isolation)
-		if r.State != dispatch.StateFinished {
+		if r.State != lifecycle.DispatchFinished {
 			t.Fatalf("target %s: dispatch %s: %s %s: %s\ndispatch logs:\n%s\npod logs:\n%s\ncontainerd log:\n%s", target, r.ID, r.State, r.Reason, r.Detail,
 				e.logs(r.ID), n.podLogs(t), n.c.Log("containerd"))
 		}
@@ -78,7 +79,7 @@ func TestDispatch_RealPodGVisor(t *testing.T) {
 	r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: "nope", Timeout: 4 * time.Minute})
 	took := time.Since(begin)
 	t.Logf("target nope: %s in %s: %s: %s", r.State, took.Round(time.Millisecond), r.Reason, r.Detail)
-	if r.State == dispatch.StateFinished || took > time.Minute ||
+	if r.State == lifecycle.DispatchFinished || took > time.Minute ||
 		!strings.Contains(r.Reason+" "+r.Detail, `runtime_class "no-such-class": the cluster has no RuntimeClass of that name`) {
 		t.Errorf("a missing RuntimeClass: %s after %s (%s: %s), want a failure at once that names it", r.State, took, r.Reason, r.Detail)
 	}
@@ -150,7 +151,7 @@ func TestDispatch_RealPodGVisorProbe(t *testing.T) {
 			return openaitest.Reply{Content: "probed"}
 		}))
 	r := e.run(dispatch.Request{Subagent: "editor", Repo: repo, Target: "gvisor", Envs: []string{"model"}, Timeout: 4 * time.Minute})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("dispatch %s: %s %s: %s\ndispatch logs:\n%s\ngateway log:\n%s\npod logs:\n%s", r.ID, r.State, r.Reason, r.Detail,
 			e.logs(r.ID), n.gwLog, n.podLogs(t))
 	}

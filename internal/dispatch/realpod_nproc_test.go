@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // holderScript forks sleepers until a fork fails, reports its limits, uid and how many it
@@ -67,7 +68,7 @@ func TestDispatch_RealPodNprocPerDispatch(t *testing.T) {
 		out = e.stdout(b)
 	}
 	t.Logf("B (%s): %s %s, stdout %q", b.ID, b.State, b.Reason, out)
-	if b.State != dispatch.StateFinished || !strings.Contains(out, "forked=ok") {
+	if b.State != lifecycle.DispatchFinished || !strings.Contains(out, "forked=ok") {
 		t.Errorf("B could not fork while A held its processes: %s %s: %s, stdout %q", b.State, b.Reason, b.Detail, out)
 	}
 	if strings.Contains(out, strings.Fields(held)[0]+"\n") {

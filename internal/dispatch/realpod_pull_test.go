@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestDispatch_RealPodPullSecret: agora's worker image, made from the worker under test,
@@ -66,7 +67,7 @@ func TestDispatch_RealPodPullSecret(t *testing.T) {
 	e.subagent("writer", `echo writing; printf 'pulled\n' > pulled.txt`)
 
 	r := e.run(dispatch.Request{Subagent: "writer", Target: "pod-regcred", Timeout: 3 * time.Minute})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("with the pull secret: dispatch %s: %s %s: %s\npod logs:\n%s", r.ID, r.State, r.Reason, r.Detail, n.podLogs(t))
 	}
 	if r.Result == nil || r.Result.Patch == nil || !strings.Contains(e.blob(r.Result.Patch), "+pulled") {
@@ -79,7 +80,7 @@ func TestDispatch_RealPodPullSecret(t *testing.T) {
 		t.Run(target, func(t *testing.T) {
 			r := e.run(dispatch.Request{Subagent: "writer", Target: target, Timeout: 3 * time.Minute})
 			t.Logf("%s: %s %s: %s", target, r.State, r.Reason, r.Detail)
-			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed {
+			if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonProviderFailed {
 				t.Fatalf("dispatch %s: %s %s, want failed provider-failed (the pull refused), not a wait to the timeout", r.ID, r.State, r.Reason)
 			}
 			for _, want := range []string{"could not pull image " + workerRef, "ErrImagePull", "401", "namespace " + n.c.Namespace} {
@@ -110,7 +111,7 @@ func TestDispatch_RealPodPullSecret(t *testing.T) {
 	}
 	r = e.run(dispatch.Request{Subagent: "writer", Target: "pod-regcred", Timeout: 3 * time.Minute})
 	t.Logf("untrusted: %s %s: %s", r.State, r.Reason, r.Detail)
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed || !strings.Contains(r.Detail, "x509") {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonProviderFailed || !strings.Contains(r.Detail, "x509") {
 		t.Errorf("with the registry's CA untrusted: dispatch %s: %s %s: %s; want provider-failed naming the certificate (x509)", r.ID, r.State, r.Reason, r.Detail)
 	}
 }

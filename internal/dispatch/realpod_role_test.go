@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // roleExample is the file docs/providers-k8s.md tells people to apply for agora's service
@@ -51,14 +52,14 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 	t.Run("dispatch", func(t *testing.T) {
 		e.subagent("writer", `echo writing; printf 'role\n' > role.txt`)
 		done = e.run(dispatch.Request{Subagent: "writer", Target: "pod", Timeout: 3 * time.Minute})
-		if done.State != dispatch.StateFinished {
+		if done.State != lifecycle.DispatchFinished {
 			t.Fatalf("dispatch %s: %s %s: %s\npod logs:\n%s", done.ID, done.State, done.Reason, done.Detail, n.podLogs(t))
 		}
 		if done.Result == nil || done.Result.Patch == nil || !strings.Contains(e.blob(done.Result.Patch), "+role") {
 			t.Errorf("the dispatch's patch lacks the agent's file")
 		}
 	})
-	if done == nil || done.State != dispatch.StateFinished {
+	if done == nil || done.State != lifecycle.DispatchFinished {
 		t.FailNow()
 	}
 
@@ -110,7 +111,7 @@ func TestDispatch_RealPodDocumentedRole(t *testing.T) {
 		}
 		select {
 		case rec := <-ended:
-			if rec == nil || rec.State != dispatch.StateCancelled {
+			if rec == nil || rec.State != lifecycle.DispatchCancelled {
 				t.Fatalf("dispatch ended %+v, want cancelled", rec)
 			}
 		case <-time.After(2 * time.Minute):

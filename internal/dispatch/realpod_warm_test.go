@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -131,7 +132,7 @@ func TestDispatch_RealPodWarmProbe(t *testing.T) {
 		t.Fatalf("kubernetes warm slots: %+v, want 1 ready", podCounts(w))
 	}
 	hot := e.run(req)
-	if hot.State != dispatch.StateFinished {
+	if hot.State != lifecycle.DispatchFinished {
 		t.Fatalf("warm dispatch %s: %s %s: %s\ngateway log:\n%s", hot.ID, hot.State, hot.Reason, hot.Detail, n.gwLog)
 	}
 	if c := podCounts(w); c.Claimed != 1 || c.Cold != 0 {

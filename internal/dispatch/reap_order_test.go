@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // orderProvider is a provider whose Cancel notes what the dispatch's record said when the
@@ -64,7 +65,7 @@ func TestReap_RecordsTheEndBeforeStoppingTheTask(t *testing.T) {
 	if p.state == "" {
 		t.Fatal("Reap never had the provider stop the task of a dispatch whose supervisor is gone")
 	}
-	if p.state != string(dispatch.StateFailed) {
+	if p.state != string(lifecycle.DispatchFailed) {
 		t.Fatalf("the task was stopped while its record said %q: the end must be on record first", p.state)
 	}
 }
@@ -96,13 +97,13 @@ func TestCancel_RecordsTheEndBeforeReleasing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != dispatch.StateCancelled {
+	if got.State != lifecycle.DispatchCancelled {
 		t.Fatalf("cancel ended it %s, want cancelled", got.State)
 	}
 	if p.released == "" {
 		t.Fatal("cancel never released the leftovers of a dispatch whose supervisor is gone")
 	}
-	if p.released != string(dispatch.StateCancelled) {
+	if p.released != string(lifecycle.DispatchCancelled) {
 		t.Fatalf("released while the record said %q: the end must be on record first", p.released)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/sandboxfs"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -102,41 +103,41 @@ func (d *Dispatcher) reconcile(ctx context.Context, in reconcileInput) Outcome {
 	}
 	switch {
 	case werr != nil:
-		o.State, o.Reason, o.Detail = StateFailed, ReasonProviderFailed, werr.Error()
+		o.State, o.Reason, o.Detail = lifecycle.DispatchFailed, lifecycle.ReasonProviderFailed, werr.Error()
 	case trip.Detail() != "":
-		o.State, o.Reason, o.Detail = StateFailed, trip.Reason(), trip.Detail()
+		o.State, o.Reason, o.Detail = lifecycle.DispatchFailed, trip.Reason(), trip.Detail()
 	case exit.Cancelled || d.Records.cancelRequested(ctx, r.ID):
-		o.State, o.Reason, o.Detail = StateCancelled, ReasonCancelled, "cancelled"
+		o.State, o.Reason, o.Detail = lifecycle.DispatchCancelled, lifecycle.ReasonCancelled, "cancelled"
 	case exit.TimedOut:
-		o.State, o.Reason, o.Detail = StateFailed, ReasonTimeout, fmt.Sprintf("killed after %s", time.Duration(r.Timeout))
+		o.State, o.Reason, o.Detail = lifecycle.DispatchFailed, lifecycle.ReasonTimeout, fmt.Sprintf("killed after %s", time.Duration(r.Timeout))
 	case exit.Lost:
 		// A Job or container deleted behind agora's back: nothing it left is vouched for.
 		*res = Result{Outputs: []Output{}, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Phases: res.Phases}
-		o.State, o.Reason, o.Detail = StateFailed, ReasonLost, "the worker vanished before it ended (its Job or container was removed)"
+		o.State, o.Reason, o.Detail = lifecycle.DispatchFailed, lifecycle.ReasonLost, "the worker vanished before it ended (its Job or container was removed)"
 	case errors.As(ierr, new(storeError)):
-		o.State, o.Reason, o.Detail = StateFailed, ReasonProviderFailed, ierr.Error()
+		o.State, o.Reason, o.Detail = lifecycle.DispatchFailed, lifecycle.ReasonProviderFailed, ierr.Error()
 	case ierr != nil:
 		// What the worker declared is not what is there: nothing it produced is kept.
 		*res = Result{Outputs: []Output{}, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Phases: res.Phases}
-		o.State, o.Reason = StateFailed, ReasonIntegrityFailed
+		o.State, o.Reason = lifecycle.DispatchFailed, lifecycle.ReasonIntegrityFailed
 		o.Detail = "the out directory does not hold what the worker declared: " + ierr.Error()
 	case rerr != nil && in.restaged:
 		// Adopted after a takeover: the worker's result went to the replica that led
 		// before, whose disk this one does not have, or its inputs were there when it fetched
 		// them. Lost, so the plan runs it again, never a failure of the agent's.
-		o.State, o.Reason = StateFailed, ReasonLost
+		o.State, o.Reason = lifecycle.DispatchFailed, lifecycle.ReasonLost
 		o.Detail = "adopted after a takeover, the worker left no result on this replica (it uploaded it to the replica that led before, or could not fetch its inputs from there): " + rerr.Error()
 	case rerr != nil && exit.GatewayUnreachable:
 		// The worker said so by its exit status, which the agent cannot set: no result
 		// crossed, and the agent is not to blame.
 		code := exit.Code
 		o.ExitCode = &code
-		o.State, o.Reason = StateFailed, ReasonGatewayUnreachable
+		o.State, o.Reason = lifecycle.DispatchFailed, lifecycle.ReasonGatewayUnreachable
 		o.Detail = "the worker could not reach agora's network gateway across its retries (the gateway was down or refused it); no result came back. See the dispatch's stderr"
 	case rerr != nil:
 		code := exit.Code
 		o.ExitCode = &code
-		o.State, o.Reason = StateFailed, ReasonWorkerFailed
+		o.State, o.Reason = lifecycle.DispatchFailed, lifecycle.ReasonWorkerFailed
 		o.Detail = fmt.Sprintf("worker exited %d without a usable result: %v", exit.Code, rerr)
 		if exit.Signal != "" {
 			o.Detail = fmt.Sprintf("worker killed (%s) without a usable result", exit.Signal)
@@ -147,13 +148,13 @@ func (d *Dispatcher) reconcile(ctx context.Context, in reconcileInput) Outcome {
 		o.Detail = wr.Detail
 		switch wr.Status {
 		case wire.StatusOK:
-			o.State = StateFinished
+			o.State = lifecycle.DispatchFinished
 		case wire.StatusNeedsInput:
-			o.State = StateNeedsInput
+			o.State = lifecycle.DispatchNeedsInput
 		default:
-			o.State, o.Reason = StateFailed, string(wr.Reason)
+			o.State, o.Reason = lifecycle.DispatchFailed, string(wr.Reason)
 			if o.Reason == "" {
-				o.Reason = ReasonWorkerFailed
+				o.Reason = lifecycle.ReasonWorkerFailed
 			}
 		}
 	}

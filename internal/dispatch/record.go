@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,73 +15,10 @@ import (
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
-
-// States of a dispatch. accepted and started are live; the rest are terminal. answered is the
-// one move a terminal state makes: a dispatch that needs input becomes answered, naming its
-// child, when its question is answered (once; [Records.Accept] of the child moves it).
-const (
-	StateAccepted   = "accepted"
-	StateStarted    = "started"
-	StateFinished   = "finished"
-	StateNeedsInput = "needs_input"
-	StateFailed     = "failed"
-	StateCancelled  = "cancelled"
-	StateAnswered   = "answered"
-)
-
-// Failure reasons: a closed set.
-const (
-	ReasonWorkerFailed    = "worker-failed"
-	ReasonProviderFailed  = "provider-failed"
-	ReasonTimeout         = "timeout"
-	ReasonCancelled       = "cancelled"
-	ReasonFetchFailed     = "fetch-failed"
-	ReasonIntegrityFailed = "integrity-failed"
-	ReasonDenied          = "denied"
-	// ReasonLost: the process supervising the dispatch died before it ended, and the worker
-	// died with it (bubblewrap's --die-with-parent). Nothing the worker did is known.
-	ReasonLost = "lost"
-	// ReasonLimitExceeded: a limit the host enforces was exceeded (the audit budget, the
-	// disk quota); the host stopped the sandbox.
-	ReasonLimitExceeded = "limit-exceeded"
-	// ReasonBudgetExceeded: the dispatch's budget (tokens, usd or model calls) was spent and
-	// the gateway refused a model call; the host stopped the sandbox.
-	ReasonBudgetExceeded = "budget-exceeded"
-	// ReasonGatewayUnreachable: a remote worker (a kubernetes target's pod) could not reach
-	// agora's network gateway across its retries (the gateway was down longer than the
-	// worker's outage limit), so its mounts or its result never crossed. Nothing the agent
-	// did is known or blamed; plans retry it.
-	ReasonGatewayUnreachable = "gateway-unreachable"
-	// ReasonVerifyFailed: the dispatch's verify gate was red (its command failed or timed
-	// out, or the patch touches a protected path or does not apply); the record's Verdict
-	// says which. The patch and outputs are kept. Never retried: the same patch fails the
-	// same way.
-	ReasonVerifyFailed = "verify-failed"
-	// ReasonStackConflict: the dispatch is stacked on upstream work (its Stack inputs) and
-	// one of those patches does not apply on the run's commit with the ones before it; the
-	// detail names the upstream task and dispatch and git's words. Found on the host before
-	// the sandbox starts: the agent never ran. Never retried: the same patches conflict the
-	// same way.
-	ReasonStackConflict = "stack-conflict"
-)
-
-// Reasons lists every failure reason.
-var Reasons = []string{ReasonWorkerFailed, ReasonProviderFailed, ReasonTimeout, ReasonCancelled, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied, ReasonLost, ReasonLimitExceeded, ReasonBudgetExceeded, ReasonGatewayUnreachable, ReasonVerifyFailed, ReasonStackConflict}
-
-// Events are the lifecycle vocabulary: closed, and the same words as the states they enter.
-var Events = []string{StateAccepted, StateStarted, StateFinished, StateNeedsInput, StateFailed, StateCancelled, StateAnswered}
-
-// IsTerminal reports whether state is final.
-func IsTerminal(state string) bool {
-	switch state {
-	case StateFinished, StateNeedsInput, StateFailed, StateCancelled, StateAnswered:
-		return true
-	}
-	return false
-}
 
 // EnvRef names an env bundle version a dispatch used.
 type EnvRef struct {
@@ -88,7 +26,8 @@ type EnvRef struct {
 	Digest digest.Digest `json:"digest"`
 }
 
-// Record is the durable record of one dispatch.
+// Record is the durable record of one dispatch. State is one of [lifecycle.DispatchStates],
+// Reason (set when it failed or was cancelled) one of [lifecycle.Reasons].
 type Record struct {
 	ID             string        `json:"id"`
 	State          string        `json:"state"`
@@ -480,10 +419,9 @@ func CheckState(s string) error {
 	if s == "" {
 		return nil
 	}
-	for _, e := range Events {
-		if e == s {
-			return nil
-		}
+	states := lifecycle.DispatchStates()
+	if slices.Contains(states, s) {
+		return nil
 	}
-	return fmt.Errorf("unknown state %q; states: %s", s, strings.Join(Events, ", "))
+	return fmt.Errorf("unknown state %q; states: %s", s, strings.Join(states, ", "))
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"time"
+
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // A record's JSON is the one shape of a dispatch: `agora dispatch describe
@@ -51,7 +53,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(recordShown{
 		recordPlain:    (*recordPlain)(&r),
-		Done:           IsTerminal(r.State),
+		Done:           lifecycle.DispatchEnded(r.State),
 		TimeoutSeconds: int64(time.Duration(r.Timeout) / time.Second),
 		Result:         res,
 	})

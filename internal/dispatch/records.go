@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress/proxy"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/verdict"
 )
@@ -77,7 +78,7 @@ func ts(t time.Time) string { return t.UTC().Format(tsLayout) }
 // before it returns. A child (r.ParentID set) also moves its parent from needs_input to
 // answered in the same transaction; a parent already answered refuses it ([AnsweredError]).
 func (s *Records) Accept(ctx context.Context, r *Record) error {
-	r.State = StateAccepted
+	r.State = lifecycle.DispatchAccepted
 	r.CreatedAt = s.now().UTC()
 	envs, err := json.Marshal(r.Envs)
 	if err != nil {
@@ -179,7 +180,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 			// (listed above with their digests). Absent on every other dispatch.
 			data["stack_base"] = r.StackBase
 		}
-		if err := s.event(ctx, tx, r, StateAccepted, data); err != nil {
+		if err := s.event(ctx, tx, r, lifecycle.DispatchAccepted, data); err != nil {
 			return err
 		}
 		if r.wouldDeny != nil {
@@ -253,7 +254,7 @@ func (s *Records) startedAs(ctx context.Context, id, taskID, supervisor string, 
 		if err != nil {
 			return err
 		}
-		if r.State != StateAccepted {
+		if r.State != lifecycle.DispatchAccepted {
 			return fmt.Errorf("dispatch %s is %s, not accepted", id, r.State)
 		}
 		if err := setBinaries(ctx, tx, id, bins); err != nil {
@@ -261,10 +262,10 @@ func (s *Records) startedAs(ctx context.Context, id, taskID, supervisor string, 
 		}
 		now := s.now().UTC()
 		if _, err := tx.ExecContext(ctx, `UPDATE dispatches SET state = ?, provider_task_id = ?, supervisor = ?, started_at = ? WHERE id = ?`,
-			StateStarted, taskID, supervisor, ts(now), id); err != nil {
+			lifecycle.DispatchStarted, taskID, supervisor, ts(now), id); err != nil {
 			return err
 		}
-		if err := s.event(ctx, tx, r, StateStarted, map[string]any{"provider_task_id": taskID}); err != nil {
+		if err := s.event(ctx, tx, r, lifecycle.DispatchStarted, map[string]any{"provider_task_id": taskID}); err != nil {
 			return err
 		}
 		if resumed {
@@ -284,7 +285,7 @@ func (s *Records) startedAs(ctx context.Context, id, taskID, supervisor string, 
 // container outlives a supervisor killed with -9; its uid stays leased until it is removed).
 func (s *Records) SetProviderTask(ctx context.Context, id, taskID string) error {
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET provider_task_id = ? WHERE id = ? AND state = ?`, taskID, id, StateStarted)
+		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET provider_task_id = ? WHERE id = ? AND state = ?`, taskID, id, lifecycle.DispatchStarted)
 		if err != nil {
 			return err
 		}
@@ -329,7 +330,7 @@ func (s *Records) finish(ctx context.Context, id string, o Outcome) (applied boo
 // claimed the dispatch since (Claim takes over one whose supervisor is gone), and its end is
 // then that supervisor's to record.
 func (s *Records) finishFrom(ctx context.Context, id, supervisor string, o Outcome) (applied bool, final *Record, err error) {
-	if !IsTerminal(o.State) {
+	if !lifecycle.DispatchEnded(o.State) {
 		return false, nil, fmt.Errorf("finish dispatch %s: %q is not a terminal state", id, o.State)
 	}
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -338,7 +339,7 @@ func (s *Records) finishFrom(ctx context.Context, id, supervisor string, o Outco
 		if err != nil {
 			return err
 		}
-		if IsTerminal(r.State) || (supervisor != "" && r.supervisor != supervisor) {
+		if lifecycle.DispatchEnded(r.State) || (supervisor != "" && r.supervisor != supervisor) {
 			final = r
 			return nil
 		}
@@ -455,7 +456,7 @@ func (s *Records) Claim(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		if state != StateAccepted {
+		if state != lifecycle.DispatchAccepted {
 			return fmt.Errorf("claim dispatch %s: it is %s: %w", id, state, ErrClaimed)
 		}
 		if cur != self && cur != parent && supervisorAlive(cur) {
@@ -481,7 +482,7 @@ func (s *Records) Supervisor(ctx context.Context, id string) (string, bool, erro
 
 // live returns the dispatches that are not terminal.
 func (s *Records) live(ctx context.Context) ([]*Record, error) {
-	rows, err := s.db.SQL().QueryContext(ctx, `SELECT `+recordColumns+` FROM dispatches WHERE state IN (?, ?)`, StateAccepted, StateStarted)
+	rows, err := s.db.SQL().QueryContext(ctx, `SELECT `+recordColumns+` FROM dispatches WHERE state IN (?, ?)`, lifecycle.DispatchAccepted, lifecycle.DispatchStarted)
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +507,7 @@ func (s *Records) RequestCancel(ctx context.Context, id string) (*Record, error)
 		if r, err = getRecord(ctx, s.prepared(tx), id); err != nil {
 			return err
 		}
-		if IsTerminal(r.State) {
+		if lifecycle.DispatchEnded(r.State) {
 			return nil
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE dispatches SET cancel_requested = 1 WHERE id = ?`, id)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -36,7 +37,7 @@ func TestRedTeam27_VerifyOnUnsandboxedTargetRefused(t *testing.T) {
 		Verify: &verdict.Spec{Command: cmd}})
 	var re *dispatch.RequestError
 	if err == nil {
-		if !dispatch.IsTerminal(r.State) {
+		if !lifecycle.DispatchEnded(r.State) {
 			if r, err = e.d.Supervise(t.Context(), r.ID, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +107,7 @@ func TestRedTeam27_ProtectSeesThroughAttributesAndBinary(t *testing.T) {
 			e.subagent(name, c.script)
 			r := e.run(dispatch.Request{Subagent: name, Repo: repo, Verify: &verdict.Spec{Command: passIfRun, Protect: protect}})
 			v := r.Verdict
-			if r.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Reason != verdict.ReasonProtected {
+			if r.Reason != lifecycle.ReasonVerifyFailed || v == nil || v.Reason != verdict.ReasonProtected {
 				t.Fatalf("dispatch %s %s (%s), verdict %+v: want red protected-path", r.State, r.Reason, r.Detail, v)
 			}
 			if strings.Join(v.ProtectedPaths, ",") != strings.Join(c.want, ",") || strings.Contains(v.OutputTail, "ran") {
@@ -173,7 +174,7 @@ func TestRedTeam27_AnswerKeepsTheGate(t *testing.T) {
 	e.subagent("asker", `if printf %s "$AGORA_INPUT_JSON" | grep -q agora_resume; then printf 'package calc\n' > calc_test.go; `+
 		`else printf '{"question":"may I?"}' > "$AGORA_OUT/`+wire.NeedsInputFile+`"; fi`)
 	parent := e.run(dispatch.Request{Subagent: "asker", Repo: calcRepo(t), Verify: &verdict.Spec{Command: passIfRun, Protect: protect}})
-	if parent.State != dispatch.StateNeedsInput || parent.Verdict != nil {
+	if parent.State != lifecycle.DispatchNeedsInput || parent.Verdict != nil {
 		t.Fatalf("parent: %s %s %s, verdict %+v; want needs_input, not judged", parent.State, parent.Reason, parent.Detail, parent.Verdict)
 	}
 	req, err := e.d.ResumeRequest(t.Context(), parent, "yes", dispatch.Answerer{Actor: "test", Via: dispatch.ViaCLI})
@@ -182,7 +183,7 @@ func TestRedTeam27_AnswerKeepsTheGate(t *testing.T) {
 	}
 	child := e.run(req)
 	v := child.Verdict
-	if child.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Reason != verdict.ReasonProtected || strings.Join(v.ProtectedPaths, ",") != "calc_test.go" {
+	if child.Reason != lifecycle.ReasonVerifyFailed || v == nil || v.Reason != verdict.ReasonProtected || strings.Join(v.ProtectedPaths, ",") != "calc_test.go" {
 		t.Fatalf("answer's dispatch: %s %s (%s), verdict %+v; want red protected-path naming calc_test.go", child.State, child.Reason, child.Detail, v)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam28_CancelledBetweenAcceptAndStart: a cancel requested after the accept and before
@@ -36,7 +37,7 @@ func TestRedTeam28_CancelledBetweenAcceptAndStart(t *testing.T) {
 		kinds = append(kinds, a.Kind)
 	}
 	t.Logf("%s (%s: %s) audit %v", got.State, got.Reason, got.Detail, kinds)
-	if got.State != dispatch.StateCancelled {
+	if got.State != lifecycle.DispatchCancelled {
 		t.Errorf("state %s (%s: %s), want cancelled", got.State, got.Reason, got.Detail)
 	}
 	for _, k := range kinds {
@@ -83,7 +84,7 @@ func TestRedTeam28_SuperviseTwiceInOneProcess(t *testing.T) {
 		kinds = append(kinds, a.Kind)
 	}
 	t.Logf("record %s (%s: %s); audit %v", got.State, got.Reason, got.Detail, kinds)
-	if got.State != dispatch.StateFinished {
+	if got.State != lifecycle.DispatchFinished {
 		t.Errorf("the dispatch ended %s (%s: %s), want finished: one supervisor ran it to its end", got.State, got.Reason, got.Detail)
 	}
 	want := []string{entry.DispatchAccepted, entry.DispatchStarted, entry.DispatchFinished}
@@ -129,7 +130,7 @@ func TestRedTeam28_TwoProcessesRaceForOneDispatch(t *testing.T) {
 	for _, a := range e.audited(r, "dispatch.*") {
 		kinds = append(kinds, a.Kind)
 	}
-	if got.State != dispatch.StateFinished {
+	if got.State != lifecycle.DispatchFinished {
 		t.Errorf("the dispatch ended %s (%s: %s), want finished", got.State, got.Reason, got.Detail)
 	}
 	want := []string{entry.DispatchAccepted, entry.DispatchStarted, entry.DispatchFinished}

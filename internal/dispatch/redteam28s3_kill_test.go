@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam28S3_SupervisorKilledAtManyPoints kills (SIGKILL) the real `agora dispatch
@@ -47,10 +48,10 @@ func TestRedTeam28S3_SupervisorKilledAtManyPoints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cur.State != dispatch.StateAccepted && cur.State != dispatch.StateStarted {
+			if cur.State != lifecycle.DispatchAccepted && cur.State != lifecycle.DispatchStarted {
 				break
 			}
-			if cur.State == dispatch.StateAccepted {
+			if cur.State == lifecycle.DispatchAccepted {
 				// Killed before it claimed the dispatch: the record still names this test
 				// process (which accepted it) as its supervisor, alive, so nothing reaps it.
 				// A new supervisor takes it up and runs it to its end.

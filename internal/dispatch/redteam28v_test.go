@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 )
 
@@ -110,12 +111,12 @@ func TestRedTeam28V_CodexApproveRefusedThroughAccept(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !held {
-			if r.State == dispatch.StateFailed || strings.Contains(r.Detail, "cannot hold a call") {
+			if r.State == lifecycle.DispatchFailed || strings.Contains(r.Detail, "cannot hold a call") {
 				t.Errorf("%s: got %s %s %q, want it accepted (nothing marked for approval)", capYAML, r.State, r.Reason, r.Detail)
 			}
 			continue
 		}
-		if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonDenied || !strings.Contains(r.Detail, "codex runtime cannot hold a call") {
+		if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonDenied || !strings.Contains(r.Detail, "codex runtime cannot hold a call") {
 			t.Errorf("%s: got %s %s %q, want failed denied: the codex runtime cannot hold a call", capYAML, r.State, r.Reason, r.Detail)
 		}
 	}

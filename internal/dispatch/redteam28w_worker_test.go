@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam28W_SandboxCannotTouchTheWorker: a
@@ -18,7 +19,7 @@ func TestRedTeam28W_SandboxCannotTouchTheWorker(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("noop", "true")
 	first := e.run(dispatch.Request{Subagent: "noop"})
-	if first.State != dispatch.StateFinished || first.WorkerBinary == nil {
+	if first.State != lifecycle.DispatchFinished || first.WorkerBinary == nil {
 		t.Fatalf("state %s (%s: %s), worker %+v", first.State, first.Reason, first.Detail, first.WorkerBinary)
 	}
 	copyPath, pinDir := first.WorkerBinary.HostPath, filepath.Dir(first.WorkerBinary.HostPath)
@@ -35,7 +36,7 @@ done
 true`
 	e.subagent("attacker", script)
 	r := e.run(dispatch.Request{Subagent: "attacker"})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s (%s: %s)", r.State, r.Reason, r.Detail)
 	}
 	if out := strings.TrimSpace(e.stdout(r)); out != "SEES /agora/bin/agora-worker" {
@@ -62,7 +63,7 @@ func TestRedTeam28W_WorkerDigestInTheAudit(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("noop", "true")
 	r := e.run(dispatch.Request{Subagent: "noop"})
-	if r.State != dispatch.StateFinished || r.WorkerBinary == nil {
+	if r.State != lifecycle.DispatchFinished || r.WorkerBinary == nil {
 		t.Fatalf("state %s (%s: %s), worker %+v", r.State, r.Reason, r.Detail, r.WorkerBinary)
 	}
 	manifest, err := e.d.Records.EndedProvenance(t.Context(), r.ID)

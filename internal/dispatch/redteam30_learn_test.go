@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam30_LearnEscape: a learn dispatch (exec runtime, real bubblewrap,
@@ -58,7 +59,7 @@ func TestRedTeam30_LearnEscape(t *testing.T) {
 
 	r := e.run(dispatch.Request{Subagent: "escaper", Learn: true})
 	out := e.stdout(r)
-	if r.State != dispatch.StateFinished || !r.Learn {
+	if r.State != lifecycle.DispatchFinished || !r.Learn {
 		t.Fatalf("learn: %s/%s %s learn=%v\n%s\n%s", r.State, r.Reason, r.Detail, r.Learn, out, e.logs(r.ID))
 	}
 	if !strings.Contains(out, "learned:/ok") {

@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam31_DockerSecondHolderSparesClaimedSlot is the attack on the docker
@@ -96,7 +97,7 @@ func TestRedTeam31_DockerSecondHolderSparesClaimedSlot(t *testing.T) {
 		t.Fatalf("the first holder's warm dispatch ended %s (%s: %s) when a second holder started", final.State, final.Reason, final.Detail)
 	case <-time.After(2 * time.Second):
 	}
-	if final := cancel(hot, hotDone); final == nil || final.State != dispatch.StateCancelled {
+	if final := cancel(hot, hotDone); final == nil || final.State != lifecycle.DispatchCancelled {
 		t.Errorf("warm dispatch ended %+v, want cancelled", final)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -36,7 +37,7 @@ func TestRedTeam32_WarmLearnWorkerKeyClaimedFirst(t *testing.T) {
 			}),
 		)
 		r := e.run(dispatch.Request{Subagent: "learner", Envs: []string{"model"}, Learn: true, Input: []byte(`{"prompt":"forge"}`)})
-		if r.State != dispatch.StateFinished {
+		if r.State != lifecycle.DispatchFinished {
 			t.Fatalf("%s: %s %s %s", label, r.State, r.Reason, r.Detail)
 		}
 		return r, result

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // probeScript prints what an agent can learn about its sandbox, one fact a line, with the
@@ -46,12 +47,12 @@ func TestRedTeam32_WarmProbeSameAsCold(t *testing.T) {
 	e, w := warmEnv(t, 1)
 	e.subagent("probe", probeScript)
 	cold := e.run(dispatch.Request{Subagent: "probe"})
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	waitWarmReady(t, w, 1)
 	hot := e.run(dispatch.Request{Subagent: "probe"})
-	if hot.State != dispatch.StateFinished {
+	if hot.State != lifecycle.DispatchFinished {
 		t.Fatalf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
 	}
 	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
@@ -139,13 +140,13 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 	e, w := warmEnv(t, 2)
 	e.subagent("attack", attackScript)
 	cold := e.run(dispatch.Request{Subagent: "attack"})
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	waitWarmReady(t, w, 2)
 	waiting := slotWorkers(t, e.d.StateDir, 2)
 	a := e.run(dispatch.Request{Subagent: "attack"})
-	if a.State != dispatch.StateFinished || !strings.Contains(e.stdout(a), "done") {
+	if a.State != lifecycle.DispatchFinished || !strings.Contains(e.stdout(a), "done") {
 		t.Fatalf("first warm dispatch: %s %s %s", a.State, a.Reason, a.Detail)
 	}
 	if out := e.stdout(a); strings.Contains(out, "OTHER-WORKER") || strings.Contains(out, "WROTE") || strings.Contains(out, "SEEN") {
@@ -168,7 +169,7 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 		t.Fatalf("of the workers waiting before the attack (%v), %d still wait; want 1", waiting, survivors)
 	}
 	b := e.run(dispatch.Request{Subagent: "attack"})
-	if b.State != dispatch.StateFinished || !strings.Contains(e.stdout(b), "done") {
+	if b.State != lifecycle.DispatchFinished || !strings.Contains(e.stdout(b), "done") {
 		t.Fatalf("second warm dispatch: %s %s %s", b.State, b.Reason, b.Detail)
 	}
 	if out := e.stdout(b); strings.Contains(out, "SEEN") || strings.Contains(out, "OTHER-WORKER") || strings.Contains(out, "WROTE") {
@@ -238,7 +239,7 @@ func TestRedTeam32_WaitingWorkerHoldsNothing(t *testing.T) {
 	e, w := warmEnv(t, 2)
 	e.subagent("probe", probeScript)
 	cold := e.run(dispatch.Request{Subagent: "probe"})
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	var coldLimits, coldStatus []string
@@ -344,7 +345,7 @@ awk 'NR>1 {print "fd:" $9 "->" $11}' /tmp/fds | sed 's/pipe:\[[0-9]*\]/pipe/; s;
 		return string(b)
 	}
 	cold := e.run(dispatch.Request{Subagent: "sec", Envs: []string{"a"}})
-	if cold.State != dispatch.StateFinished || !strings.Contains(e.stdout(cold), rot13("secret:"+alpha)) {
+	if cold.State != lifecycle.DispatchFinished || !strings.Contains(e.stdout(cold), rot13("secret:"+alpha)) {
 		t.Fatalf("cold: %s %s %s, output %q", cold.State, cold.Reason, cold.Detail, e.stdout(cold))
 	}
 	coldFDs := fdLines(e.stdout(cold))
@@ -358,7 +359,7 @@ awk 'NR>1 {print "fd:" $9 "->" $11}' /tmp/fds | sed 's/pipe:\[[0-9]*\]/pipe/; s;
 	for _, c := range []struct{ env, want, not string }{{"b", beta, alpha}, {"a", alpha, beta}} {
 		r := e.run(dispatch.Request{Subagent: "sec", Envs: []string{c.env}})
 		out := e.stdout(r)
-		if r.State != dispatch.StateFinished || !strings.Contains(out, rot13("secret:"+c.want)+"\n") || strings.Contains(out, rot13(c.not)) {
+		if r.State != lifecycle.DispatchFinished || !strings.Contains(out, rot13("secret:"+c.want)+"\n") || strings.Contains(out, rot13(c.not)) {
 			t.Fatalf("warm dispatch with env %s: %s %s %s, output %q", c.env, r.State, r.Reason, r.Detail, out)
 		}
 		if got := fdLines(out); !slices.Equal(got, coldFDs) {

@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam36_RegistryServesAnotherImageUnderTheDigest (real kubelet, real registry): the
@@ -64,7 +65,7 @@ func TestRedTeam36_RegistryServesAnotherImageUnderTheDigest(t *testing.T) {
 
 	r := e.run(dispatch.Request{Subagent: "writer", Target: "pod-tampered", Timeout: 3 * time.Minute})
 	t.Logf("%s %s: %s", r.State, r.Reason, r.Detail)
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonProviderFailed {
 		t.Fatalf("dispatch %s: %s %s, want failed provider-failed at the pull: the node ran what the registry served under %s\npod logs:\n%s",
 			r.ID, r.State, r.Reason, pinnedDigest, n.podLogs(t))
 	}

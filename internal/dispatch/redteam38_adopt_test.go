@@ -7,6 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // cancelledOnAdopt is an outliving provider whose task is cancelled while serve adopts it:
@@ -55,7 +56,7 @@ func TestRedTeam38_AdoptedThenCancelledIsCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur.State != dispatch.StateCancelled || cur.Reason != dispatch.ReasonCancelled {
+	if cur.State != lifecycle.DispatchCancelled || cur.Reason != lifecycle.ReasonCancelled {
 		t.Errorf("a dispatch cancelled while serve adopted it ended %s/%s (%s), want cancelled", cur.State, cur.Reason, cur.Detail)
 	}
 	// The audit tells it in order: started, adopted (before the adopter touched the task),

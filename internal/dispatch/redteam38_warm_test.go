@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam38_WarmStagedTreeHiddenFromNext (warm slots that stage
@@ -32,12 +33,12 @@ case "$AGORA_INPUT_JSON" in
    grep -rls "$m" /agora /tmp /dev/shm 2>/dev/null | sed 's/^/found:/'
    grep -c "$id" /proc/self/mountinfo | sed 's/^/its-mounts:/'; echo probed ;;
 esac`)
-	if r := e.run(dispatch.Request{Subagent: "both", Input: json.RawMessage(`{"prompt":"teach"}`)}); r.State != dispatch.StateFinished {
+	if r := e.run(dispatch.Request{Subagent: "both", Input: json.RawMessage(`{"prompt":"teach"}`)}); r.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", r.State, r.Reason, r.Detail)
 	}
 	waitWarmReady(t, w, 1)
 	a := e.run(dispatch.Request{Subagent: "both", Input: json.RawMessage(`{"prompt":"write"}`)})
-	if a.State != dispatch.StateFinished || !strings.Contains(e.stdout(a), "wrote") {
+	if a.State != lifecycle.DispatchFinished || !strings.Contains(e.stdout(a), "wrote") {
 		t.Fatalf("the writer: %s %s %s", a.State, a.Reason, a.Detail)
 	}
 	if c := warmCounts(w); c.Claimed < 1 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -28,7 +29,7 @@ echo probed
 `)
 	r := e.run(dispatch.Request{Subagent: "reach"})
 	out := e.stdout(r)
-	if r.State != dispatch.StateFinished || !strings.Contains(out, "probed") {
+	if r.State != lifecycle.DispatchFinished || !strings.Contains(out, "probed") {
 		t.Fatalf("%s %s %s: %q", r.State, r.Reason, r.Detail, out)
 	}
 	if strings.Contains(out, "FOUND") {

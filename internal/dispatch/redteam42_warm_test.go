@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -22,7 +23,7 @@ func TestRedTeam42_WarmSlotLearnsNoLifeline(t *testing.T) {
 	e, w := warmEnv(t, 1)
 	e.subagent("hello", `echo made > hello.txt`)
 	cold := e.run(dispatch.Request{Subagent: "hello"})
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	waitWarmReady(t, w, 1)
@@ -41,7 +42,7 @@ func TestRedTeam42_WarmSlotLearnsNoLifeline(t *testing.T) {
 		t.Errorf("the slot's worker was started with a lifeline variable: %q", env)
 	}
 	hot := e.run(dispatch.Request{Subagent: "hello"})
-	if hot.State != dispatch.StateFinished || !strings.Contains(e.patch(hot), "+made") {
+	if hot.State != lifecycle.DispatchFinished || !strings.Contains(e.patch(hot), "+made") {
 		t.Fatalf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
 	}
 	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -65,7 +66,7 @@ func TestRedTeam43_ReapSparesADispatchClaimedMeanwhile(t *testing.T) {
 	// the end of its list, as a new supervisor does.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Microsecond) {
 		var ended int
-		if err := e.home.DB.SQL().QueryRowContext(ctx, `SELECT count(*) FROM dispatches WHERE state = ?`, dispatch.StateFailed).Scan(&ended); err != nil {
+		if err := e.home.DB.SQL().QueryRowContext(ctx, `SELECT count(*) FROM dispatches WHERE state = ?`, lifecycle.DispatchFailed).Scan(&ended); err != nil {
 			t.Fatal(err)
 		}
 		if ended > 0 {
@@ -100,7 +101,7 @@ func TestRedTeam43_ReapSparesADispatchClaimedMeanwhile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != dispatch.StateAccepted {
+		if r.State != lifecycle.DispatchAccepted {
 			t.Errorf("dispatch %s, taken over by a live supervisor, was recorded %s/%s by Reap: %s", id, r.State, r.Reason, r.Detail)
 		}
 		if _, err := os.Stat(filepath.Join(e.d.StateDir, id, wire.WorkspaceDir, "work")); err != nil {
@@ -230,7 +231,7 @@ func TestRedTeam43_ReapKilledBetweenEndAndStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ended.State != dispatch.StateFailed || ended.Reason != dispatch.ReasonLost {
+	if ended.State != lifecycle.DispatchFailed || ended.Reason != lifecycle.ReasonLost {
 		t.Fatalf("the reap stopped the task while the record said %s/%s: the end must be on record first", ended.State, ended.Reason)
 	}
 	if _, err := os.Stat(filepath.Join(e.d.StateDir, ".held", r.ID)); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -27,7 +28,7 @@ func TestRedTeam44_FencedCourierSendsAndMarksNothing(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posts.Add(1) }))
 	defer srv.Close()
 	r := e.run(dispatch.Request{Subagent: "quick", CallbackURL: srv.URL + "/hook"})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s: %s", r.State, r.Detail)
 	}
 	key, err := e.home.CallbackKey()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -32,7 +33,7 @@ func TestRedTeam44_OnlyTheLeaderReapsAndCancels(t *testing.T) {
 	if p.state != "" {
 		t.Fatal("a process not leading the home had the provider stop the dispatch's task")
 	}
-	if cur, err := e.d.Records.Get(t.Context(), r.ID); err != nil || cur.State != dispatch.StateStarted {
+	if cur, err := e.d.Records.Get(t.Context(), r.ID); err != nil || cur.State != lifecycle.DispatchStarted {
 		t.Fatalf("the record after a non-leader's reap and cancel: %+v, %v; want it started as it was", cur, err)
 	}
 
@@ -42,7 +43,7 @@ func TestRedTeam44_OnlyTheLeaderReapsAndCancels(t *testing.T) {
 	if n, err := e.d.Reap(t.Context()); err != nil || n != 1 {
 		t.Fatalf("the leader's Reap = %d, %v; want the dead supervisor's dispatch ended", n, err)
 	}
-	if p.state != string(dispatch.StateFailed) {
+	if p.state != string(lifecycle.DispatchFailed) {
 		t.Fatalf("the leader's reap stopped the task with the record %q", p.state)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -60,13 +61,13 @@ func TestRedTeam44S_MergeAttributeEndToEnd(t *testing.T) {
 	ups := map[string]string{}
 	for _, name := range []string{"a", "b"} {
 		r := e.run(dispatch.Request{Subagent: name, Repo: repo})
-		if r.State != dispatch.StateFinished {
+		if r.State != lifecycle.DispatchFinished {
 			t.Fatalf("%s: %s %s: %s", name, r.State, r.Reason, r.Detail)
 		}
 		ups[name] = r.ID
 	}
 	c := e.run(dispatch.Request{Subagent: "c", Repo: repo, Inputs: stackOn(ups, "a", "b")})
-	if c.State != dispatch.StateFinished || c.StackBase == "" {
+	if c.State != lifecycle.DispatchFinished || c.StackBase == "" {
 		t.Fatalf("c on a and b: %s %s: %s (stack_base %q)", c.State, c.Reason, c.Detail, c.StackBase)
 	}
 	if p := e.blob(c.Result.Patch); !strings.Contains(p, "+++ b/c.txt") || strings.Contains(p, "f.txt") {
@@ -86,7 +87,7 @@ func TestRedTeam44S_StackInputsOnlyApprovedPatches(t *testing.T) {
 	e.subagent("c", `true`)
 	a := e.run(dispatch.Request{Subagent: "a", Repo: repo})
 	red := e.run(dispatch.Request{Subagent: "red", Repo: repo, Verify: &verdict.Spec{Command: []string{"false"}}})
-	if a.State != dispatch.StateFinished || red.State != dispatch.StateFailed || red.Reason != dispatch.ReasonVerifyFailed || red.Result == nil || red.Result.Patch == nil {
+	if a.State != lifecycle.DispatchFinished || red.State != lifecycle.DispatchFailed || red.Reason != lifecycle.ReasonVerifyFailed || red.Result == nil || red.Result.Patch == nil {
 		t.Fatalf("a %s %s; red %s %s: %s", a.State, a.Reason, red.State, red.Reason, red.Detail)
 	}
 	many := make([]dispatch.InputSpec, 257)
@@ -118,7 +119,7 @@ func TestRedTeam44S_StackInputsOnlyApprovedPatches(t *testing.T) {
 	// 256 patches, the cap, of the same work under 256 task directories: the patch changes
 	// the tree once, and each copy after it merges to the same tree (no commit).
 	r := e.run(dispatch.Request{Subagent: "c", Repo: repo, Inputs: many[:256]})
-	if r.State != dispatch.StateFinished || r.StackBase == "" {
+	if r.State != lifecycle.DispatchFinished || r.StackBase == "" {
 		t.Fatalf("256 copies of one patch: %s %s: %s", r.State, r.Reason, r.Detail)
 	}
 }
@@ -148,12 +149,12 @@ func TestRedTeam44S_StackOnRepositoryPathWithColon(t *testing.T) {
 	e.subagent("a", `sed -i 's/^8$/eight/' f.txt`)
 	e.subagent("c", `grep -qx eight f.txt && echo seen > c.txt`)
 	a := e.run(dispatch.Request{Subagent: "a", Repo: repo})
-	if a.State != dispatch.StateFinished {
+	if a.State != lifecycle.DispatchFinished {
 		t.Fatalf("a: %s %s: %s", a.State, a.Reason, a.Detail)
 	}
 	c := e.run(dispatch.Request{Subagent: "c", Repo: repo, Inputs: stackOn(map[string]string{"a": a.ID}, "a"),
 		Verify: &verdict.Spec{Command: []string{"grep", "-qx", "eight", "f.txt"}}})
-	if c.State != dispatch.StateFinished || c.StackBase == "" {
+	if c.State != lifecycle.DispatchFinished || c.StackBase == "" {
 		t.Fatalf("c stacked on a in %s: %s %s: %s", repo, c.State, c.Reason, c.Detail)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -21,7 +22,7 @@ func TestRedTeam4_AnsweredOnceUnderContentionAndOldRows(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("asker", `if printf %s "$AGORA_INPUT_JSON" | grep -q agora_resume; then echo answered; else printf '{"question":"which?"}' > "$AGORA_OUT/`+wire.NeedsInputFile+`"; fi`)
 	parent := e.run(dispatch.Request{Subagent: "asker"})
-	if parent.State != dispatch.StateNeedsInput {
+	if parent.State != lifecycle.DispatchNeedsInput {
 		t.Fatalf("parent: %s %s %s", parent.State, parent.Reason, parent.Detail)
 	}
 	const n = 8
@@ -77,7 +78,7 @@ func TestRedTeam4_AnsweredOnceUnderContentionAndOldRows(t *testing.T) {
 
 	// A row from before answers were recorded: waiting, no child named, its child on record.
 	if _, err := e.home.DB.SQL().Exec(`UPDATE dispatches SET state = ?, child_id = '', answered_by = '', answered_at = '' WHERE id = ?`,
-		dispatch.StateNeedsInput, parent.ID); err != nil {
+		lifecycle.DispatchNeedsInput, parent.ID); err != nil {
 		t.Fatal(err)
 	}
 	old, err := e.d.Records.Get(t.Context(), parent.ID)

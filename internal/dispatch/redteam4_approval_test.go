@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -144,7 +145,7 @@ func TestRedTeam4_ApproveAfterCancel(t *testing.T) {
 		t.Errorf("approving a call of a cancelled dispatch succeeded:\n%s", out)
 	}
 	r := <-done
-	if r.State != dispatch.StateCancelled {
+	if r.State != lifecycle.DispatchCancelled {
 		t.Fatalf("dispatch %s %s, want cancelled", r.State, r.Reason)
 	}
 	if len(r.Approvals) != 1 || r.Approvals[0].State != dispatch.ApprovalExpired {

@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -158,7 +159,7 @@ func TestRedTeam_Pid1SurvivesDispatchEnd(t *testing.T) {
 	marker := fmt.Sprintf("agora-redteam-survivor-%d", time.Now().UnixNano())
 	e.subagent("survivor", injectPid1(surviveAsPid1, marker, "exit 0\n"))
 	r := e.run(dispatch.Request{Subagent: "survivor", Timeout: 12 * time.Second})
-	if !dispatch.IsTerminal(r.State) {
+	if !lifecycle.DispatchEnded(r.State) {
 		t.Fatalf("dispatch %s is %s", r.ID, r.State)
 	}
 	// The agent's processes are killed as the dispatch ends; a killed process is gone from

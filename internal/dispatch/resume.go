@@ -7,6 +7,7 @@ import (
 	"github.com/agora-dev/agora/internal/budget"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -21,16 +22,16 @@ func (d *Dispatcher) ResumeRequest(ctx context.Context, parent *Record, answer s
 		return Request{}, d.refuseAnswer(ctx, parent.ID, by, err)
 	}
 	switch {
-	case parent.State == StateAnswered && !(by.Via == ViaOrch && by.RunID != "" && by.RunID == parent.RunID):
+	case parent.State == lifecycle.DispatchAnswered && !(by.Via == ViaOrch && by.RunID != "" && by.RunID == parent.RunID):
 		at := time.Time{}
 		if parent.AnsweredAt != nil {
 			at = *parent.AnsweredAt
 		}
 		return Request{}, d.refuseAnswer(ctx, parent.ID, by, &AnsweredError{Parent: parent.ID, By: parent.AnsweredBy, At: at, Child: parent.ChildID})
-	case parent.State == StateAnswered:
+	case parent.State == lifecycle.DispatchAnswered:
 		// The run answers its attempt again (a retried task); Accept checks the child it
 		// fired before has ended.
-	case parent.State != StateNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil:
+	case parent.State != lifecycle.DispatchNeedsInput || parent.Result == nil || parent.Result.NeedsInput == nil:
 		return Request{}, d.refuseAnswer(ctx, parent.ID, by, &answerStateError{id: parent.ID, state: parent.State})
 	}
 	raw, err := d.Blobs.Get(parent.InputDigest, wire.MaxInputJSON)

@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/egress/proxy"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -170,13 +171,13 @@ func (s *supervision) prepare(ctx context.Context) error {
 	d, r := s.d, s.r
 	var err error
 	if s.target, err = d.Config.Target(r.Target); err != nil {
-		return fail(ReasonProviderFailed, "%v", err)
+		return fail(lifecycle.ReasonProviderFailed, "%v", err)
 	}
 	if s.provider, err = d.providerFor(ctx, r.Target); err != nil {
-		return fail(ReasonProviderFailed, "%v", err)
+		return fail(lifecycle.ReasonProviderFailed, "%v", err)
 	}
 	if s.pinned, err = d.loadPinned(ctx, r); err != nil {
-		return fail(ReasonIntegrityFailed, "load pinned catalog content: %v", err)
+		return fail(lifecycle.ReasonIntegrityFailed, "load pinned catalog content: %v", err)
 	}
 	limits := limitsFor(s.target, r.Sandbox, r.ID)
 	if d.testOnlyInvokingUser {
@@ -194,7 +195,7 @@ func (s *supervision) prepare(ctx context.Context) error {
 	}
 	if limits.owner != nil && s.lease == nil {
 		if s.lease, err = leaseUID(d.StateDir, s.target.SandboxUID, r.ID); err != nil {
-			return fail(ReasonProviderFailed, "%v", err)
+			return fail(lifecycle.ReasonProviderFailed, "%v", err)
 		}
 		limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}
 	}
@@ -229,13 +230,13 @@ func (s *supervision) stage(ctx context.Context) error {
 		return &failure{*fl}
 	}
 	if err := st.checkRunnable(wb); err != nil {
-		return fail(ReasonProviderFailed, "%v", err)
+		return fail(lifecycle.ReasonProviderFailed, "%v", err)
 	}
 	// The model endpoint and key leave the plan before the bundle is written: the worker
 	// never learns them; the gateway uses them.
 	var err error
 	if s.endpoint, err = d.takeModelEndpoint(ctx, p); err != nil {
-		return fail(ReasonFetchFailed, "%v", err)
+		return fail(lifecycle.ReasonFetchFailed, "%v", err)
 	}
 	// The host's agent CLI, resolved now (what runs is what is recorded), bound read-only.
 	rb, fl := d.runtimeBinary(ctx, p.doc.Runtime, r.Sandbox)
@@ -263,7 +264,7 @@ func (s *supervision) fill(ctx context.Context) error {
 	}
 	stack, err := d.stackPatches(r.Inputs)
 	if err != nil {
-		return fail(ReasonIntegrityFailed, "stage the stacked base: %v", err)
+		return fail(lifecycle.ReasonIntegrityFailed, "stage the stacked base: %v", err)
 	}
 	if err := prepareWorkspace(ctx, r, st, stack); err != nil {
 		var ce *StackConflictError
@@ -273,26 +274,26 @@ func (s *supervision) fill(ctx context.Context) error {
 		switch {
 		case errors.As(err, &ce) && full == "":
 			// (A patch that did not apply for want of room on the quota is the quota's.)
-			return fail(ReasonStackConflict, "%v", err)
+			return fail(lifecycle.ReasonStackConflict, "%v", err)
 		case errors.As(err, &me):
-			return fail(ReasonIntegrityFailed, "%v", err)
+			return fail(lifecycle.ReasonIntegrityFailed, "%v", err)
 		case errors.As(err, &re):
-			return fail(ReasonIntegrityFailed, "stage the stacked base: %v", err)
+			return fail(lifecycle.ReasonIntegrityFailed, "stage the stacked base: %v", err)
 		}
 		if full != "" {
 			// The clone counts against the quota too.
-			return fail(ReasonLimitExceeded, "%s while cloning %s", full, r.Repo)
+			return fail(lifecycle.ReasonLimitExceeded, "%s while cloning %s", full, r.Repo)
 		}
-		return fail(ReasonFetchFailed, "%v", err)
+		return fail(lifecycle.ReasonFetchFailed, "%v", err)
 	}
 	s.inputs = filepath.Join(st.dir, wire.InputsDir)
 	if len(r.Inputs) > 0 {
 		if err := d.stageInputs(r.Inputs, s.inputs); err != nil {
-			return fail(ReasonIntegrityFailed, "stage inputs: %v", err)
+			return fail(lifecycle.ReasonIntegrityFailed, "stage inputs: %v", err)
 		}
 	}
 	if err := d.stageCapabilityFiles(p, st.capabilityFilesDir(), st.release != nil); err != nil {
-		return fail(ReasonIntegrityFailed, "stage capability files: %v", err)
+		return fail(lifecycle.ReasonIntegrityFailed, "stage capability files: %v", err)
 	}
 	return st.handOver(st.bundle, st.workspace, st.out, s.inputs, st.capabilityFilesDir())
 }
@@ -308,7 +309,7 @@ func (s *supervision) unseal(ctx context.Context) error {
 	for k, ref := range s.pinned.secretRefs {
 		v, err := s.d.Unseal(ctx, ref)
 		if err != nil {
-			return fail(ReasonFetchFailed, "unseal secret %s: %v", k, err)
+			return fail(lifecycle.ReasonFetchFailed, "unseal secret %s: %v", k, err)
 		}
 		s.secrets[k] = string(v)
 		s.values = append(s.values, v)
@@ -414,7 +415,7 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	// see it only after the agent had run for up to a poll. One asked for
 	// after this check is watchCancel's.
 	if d.Records.cancelRequested(ctx, r.ID) {
-		return &failure{Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled before the sandbox started"}}
+		return &failure{Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled, Detail: "cancelled before the sandbox started"}}
 	}
 	var (
 		h       compute.Handle
@@ -460,7 +461,7 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 		secretsRead.Close()
 	}
 	if err != nil {
-		return fail(ReasonProviderFailed, "%v", err)
+		return fail(lifecycle.ReasonProviderFailed, "%v", err)
 	}
 	if started == nil {
 		rh, resumed := h.(compute.Resumed)
@@ -484,7 +485,7 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 		}
 	}
 	s.handle = h
-	s.progress(StateStarted, started)
+	s.progress(lifecycle.DispatchStarted, started)
 	return nil
 }
 
@@ -567,7 +568,7 @@ func (s *supervision) settle(ctx context.Context) Outcome {
 		stdout: s.stdout, stderr: s.stderr, transcript: s.endpoint != nil, restaged: s.restaged,
 	})
 	o.Net, o.Usage = s.gw.netStats(), s.gw.usage()
-	if s.r.Verify != nil && o.State == StateFinished {
+	if s.r.Verify != nil && o.State == lifecycle.DispatchFinished {
 		// The agent's sandbox has exited and been reaped, and its products are stored: the
 		// gate runs on the stored patch alone, in a sandbox of its own.
 		o = s.d.gate(ctx, s.r, s.st, s.provider, s.target, o, s.red, s.enter)
@@ -586,21 +587,21 @@ func (s *supervision) startNetwork(ctx context.Context) error {
 	}
 	gw, err := openGatewayDir(st)
 	if err != nil {
-		return fail(ReasonProviderFailed, "%v", err)
+		return fail(lifecycle.ReasonProviderFailed, "%v", err)
 	}
 	s.gw = gw
 	if ep != nil {
 		if err := d.startGateway(ctx, r, gw, ep, s.values, s.trip, gatewayTracer(s.sp)); err != nil {
-			return fail(ReasonProviderFailed, "%v", err)
+			return fail(lifecycle.ReasonProviderFailed, "%v", err)
 		}
 	}
 	if r.Network == NetworkProxy {
 		ns, err := d.prepareProxy(r, st, s.bindings)
 		if err != nil {
-			return fail(ReasonProviderFailed, "egress proxy: %v", err)
+			return fail(lifecycle.ReasonProviderFailed, "egress proxy: %v", err)
 		}
 		if err := d.startProxy(r, gw, ns, s.trip, s.stderr.notice); err != nil {
-			return fail(ReasonProviderFailed, "%v", err)
+			return fail(lifecycle.ReasonProviderFailed, "%v", err)
 		}
 		s.spec.Binds = append(s.spec.Binds, ns.trustBinds()...)
 		if ns.token != "" {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/runtimebin"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -35,7 +36,7 @@ func (d *Dispatcher) runtimeBinary(ctx context.Context, runtime, sandbox string)
 		return nil, nil
 	}
 	if err != nil {
-		o := failed(ReasonProviderFailed, "%v", err)
+		o := failed(lifecycle.ReasonProviderFailed, "%v", err)
 		return nil, &o
 	}
 	rb := &wire.RuntimeBinary{Path: b.SandboxPath(), HostPath: b.Path, Version: b.Version, SHA256: b.SHA256}
@@ -43,7 +44,7 @@ func (d *Dispatcher) runtimeBinary(ctx context.Context, runtime, sandbox string)
 		rb.Path = b.Path // no mount namespace: the worker runs the host's file
 	}
 	if err := rb.Validate(); err != nil {
-		o := failed(ReasonProviderFailed, "%s runtime: %v", runtime, err)
+		o := failed(lifecycle.ReasonProviderFailed, "%s runtime: %v", runtime, err)
 		return nil, &o
 	}
 	return rb, nil

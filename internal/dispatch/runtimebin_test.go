@@ -12,6 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -112,7 +113,7 @@ func TestModel_ClaudeHostBinaryMissing(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "claude")
 	e.home.Config.Runtimes = map[string]config.Runtime{"claude-code": {Binary: missing}}
 	r := e.run(dispatch.Request{Subagent: "critic", Envs: []string{"anthropic"}, Input: []byte(`{"prompt":"x"}`)})
-	if r.State != dispatch.StateFailed || !strings.Contains(r.Detail, "npm install -g @anthropic-ai/claude-code") || !strings.Contains(r.Detail, missing) {
+	if r.State != lifecycle.DispatchFailed || !strings.Contains(r.Detail, "npm install -g @anthropic-ai/claude-code") || !strings.Contains(r.Detail, missing) {
 		t.Errorf("dispatch = %s %s %q, want failed naming %s and the install command", r.State, r.Reason, r.Detail, missing)
 	}
 	if r.RuntimeBinary != nil || r.StartedAt != nil {
@@ -170,7 +171,7 @@ func TestModel_ClaudeHostBinaryNotShadowed(t *testing.T) {
 // dispatch that ran one, so the statements (and audited digests) of every other dispatch keep
 // the bytes they had before the field existed.
 func TestProvenance_RuntimeBinaryOnlyWhenRan(t *testing.T) {
-	r := &dispatch.Record{ID: "d1", Subagent: "s", SubagentDigest: digest.Digest("sha256:" + strings.Repeat("a", 64)), State: dispatch.StateFinished}
+	r := &dispatch.Record{ID: "d1", Subagent: "s", SubagentDigest: digest.Digest("sha256:" + strings.Repeat("a", 64)), State: lifecycle.DispatchFinished}
 	without, err := dispatch.Provenance(r)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // tmpfsHoarder writes 16 files of 64 MiB (each under file_size) into each of the three
@@ -61,7 +62,7 @@ func TestRedTeam3_TmpfsEscapesMemoryAndDiskLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("dispatch %s %s, isolation %s: the agent held %d MiB outside the 32 MiB quota under memory: 1GiB", r.State, r.Reason, r.Isolation, kib>>10)
-	if limit := int64(1<<30+32<<20) >> 10; kib > limit && r.Reason != dispatch.ReasonLimitExceeded {
+	if limit := int64(1<<30+32<<20) >> 10; kib > limit && r.Reason != lifecycle.ReasonLimitExceeded {
 		t.Errorf("the agent held %d MiB of host memory on the sandbox's own tmpfs, over memory (1 GiB) + disk (32 MiB), and the dispatch ended %s %q",
 			kib>>10, r.State, r.Reason)
 	}
@@ -244,7 +245,7 @@ func TestRedTeam3_EtcWritablePreloadRunsInCapture(t *testing.T) {
 	// what the patch carries.
 	e.subagent("preloader", `cp tools/fmt.so /tmp/fmt.so; (echo /tmp/fmt.so > /etc/ld.so.preload) 2>/dev/null && echo planted; echo "the agent's real change" > real.txt`)
 	r := e.run(dispatch.Request{Subagent: "preloader", Repo: repo, Timeout: time.Minute})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("dispatch %s %s: %s", r.State, r.Reason, r.Detail)
 	}
 	if r.Result.Patch == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
@@ -32,7 +33,7 @@ func TestGatewaySessions_LiveDispatchesOnly(t *testing.T) {
 	if err := s.PutSession(ctx, "01J0000000000000000000NONE", sum, rec); err == nil {
 		t.Error("a session was stored for a dispatch agora.db never recorded")
 	}
-	if _, err := e.d.Records.Finish(ctx, r.ID, dispatch.Outcome{State: dispatch.StateCancelled, Reason: dispatch.ReasonCancelled, Detail: "test"}); err != nil {
+	if _, err := e.d.Records.Finish(ctx, r.ID, dispatch.Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled, Detail: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Session(ctx, r.ID); !errors.Is(err, netgw.ErrNoSession) {

@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestAttack_EverySignalToTheWorker: the agent sends PID 1, the worker, every standard
@@ -28,7 +29,7 @@ sleep 0.2; echo survived > change.txt
 grep -E '^Sig(Ign|Blk):' /proc/self/status > masks.txt
 sh -c "grep -E '^Sig(Ign|Blk):' /proc/self/status; ls -l /proc/self/fd/" >> masks.txt`)
 	r := e.run(dispatch.Request{Subagent: "signaller", Timeout: 20 * time.Second})
-	if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+	if r.State != lifecycle.DispatchFinished || r.Result.Patch == nil {
 		t.Fatalf("%s %s: %s", r.State, r.Reason, r.Detail)
 	}
 	p := e.blob(r.Result.Patch)
@@ -59,7 +60,7 @@ func TestAttack_WorkerEndedBySignal(t *testing.T) {
 			e.subagent("ender-"+name, `echo kept > change.txt; mkdir -p "$AGORA_OUT/outputs"; echo kept > "$AGORA_OUT/outputs/o.txt"
 `+send+`; sleep 50`)
 			r := e.run(dispatch.Request{Subagent: "ender-" + name, Timeout: time.Minute})
-			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonWorkerFailed {
+			if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonWorkerFailed {
 				t.Fatalf("%s %s: %s, want failed worker-failed", r.State, r.Reason, r.Detail)
 			}
 			if r.Result != nil && (r.Result.Patch != nil || len(r.Result.Outputs) != 0) {
@@ -96,7 +97,7 @@ n=0; until [ -e started.1 ] && [ -e started.2 ] || [ $n -gt 200 ]; do sleep 0.05
 `+floodOutputs)
 	for _, target := range []string{"local", "nobox"} {
 		r := e.run(dispatch.Request{Subagent: "flooder", Target: target, Timeout: time.Minute})
-		if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+		if r.State != lifecycle.DispatchFinished || r.Result.Patch == nil {
 			t.Fatalf("%s: %s %s: %s", target, r.State, r.Reason, r.Detail)
 		}
 		if p := e.blob(r.Result.Patch); !strings.Contains(p, "+flooded") || !strings.Contains(p, "b/started.2") {
@@ -130,7 +131,7 @@ func TestAttack_StoppedProcesses(t *testing.T) {
 setsid sh -c 'kill -s STOP $$; sleep 60' </dev/null >/dev/null 2>&1 &
 kill -s STOP 1; kill -s TSTP 1; sleep 0.2; echo done > change.txt`)
 	r := e.run(dispatch.Request{Subagent: "stopper", Timeout: 30 * time.Second})
-	if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+	if r.State != lifecycle.DispatchFinished || r.Result.Patch == nil {
 		t.Fatalf("%s %s: %s", r.State, r.Reason, r.Detail)
 	}
 	if p := e.blob(r.Result.Patch); !strings.Contains(p, "+done") {
@@ -138,7 +139,7 @@ kill -s STOP 1; kill -s TSTP 1; sleep 0.2; echo done > change.txt`)
 	}
 	e.subagent("frozen", `echo x > change.txt; kill -s STOP $$; echo thawed > change.txt`)
 	r = e.run(dispatch.Request{Subagent: "frozen", Timeout: 3 * time.Second})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonTimeout {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonTimeout {
 		t.Fatalf("a stopped agent: %s %s: %s, want failed timeout", r.State, r.Reason, r.Detail)
 	}
 	// With no sandbox the worker is not init: the agent can stop it outright. Only the
@@ -148,7 +149,7 @@ kill -s STOP 1; kill -s TSTP 1; sleep 0.2; echo done > change.txt`)
 	e.home.Config.Targets["nobox"] = nobox
 	e.subagent("freezer", `echo x > change.txt; kill -s STOP $PPID; sleep 30`)
 	r = e.run(dispatch.Request{Subagent: "freezer", Target: "nobox", Timeout: 3 * time.Second})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonTimeout {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonTimeout {
 		t.Fatalf("a stopped worker: %s %s: %s, want failed timeout", r.State, r.Reason, r.Detail)
 	}
 }
@@ -170,7 +171,7 @@ for s in HUP INT QUIT ILL TRAP ABRT USR1 USR2 PIPE ALRM TERM CHLD CONT TSTP TTIN
 grep -E '^Sig(Ign|Blk):' /proc/self/status > masks.txt
 sleep 0.2; echo survived > change.txt`)
 	r := e.run(dispatch.Request{Subagent: "signaller", Target: "box", Timeout: time.Minute})
-	if r.State != dispatch.StateFinished || r.Result.Patch == nil {
+	if r.State != lifecycle.DispatchFinished || r.Result.Patch == nil {
 		t.Fatalf("%s %s: %s", r.State, r.Reason, r.Detail)
 	}
 	p := e.blob(r.Result.Patch)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // A standby supervisor is `agora dispatch supervise --standby TARGET`: a detached
@@ -211,7 +212,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		}
 	}()
 	return d.Supervise(ctx, id, func(kind string, _ *Record) {
-		if IsTerminal(kind) {
+		if lifecycle.DispatchEnded(kind) {
 			say(StandbyEnded) // Supervise calls this after the finish transaction commits
 		}
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // standbyEnv is an env whose local target keeps a warm slot, after one cold dispatch of
@@ -30,7 +31,7 @@ func standbyEnv(t *testing.T) (*env, *dispatch.Record) {
 	e.d.Config.Targets[config.DefaultTarget] = tg
 	e.subagent("fds", `ls /proc/self/fd | tr '\n' ' '`)
 	cold := e.run(dispatch.Request{Subagent: "fds"})
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	return e, cold
@@ -147,7 +148,7 @@ func TestStandby_OneClaimThenRefused(t *testing.T) {
 			refused = true
 		case l == dispatch.StandbyEnded && !ended:
 			ended = true
-			if now, err := e.d.Records.Get(t.Context(), r.ID); err != nil || !dispatch.IsTerminal(now.State) {
+			if now, err := e.d.Records.Get(t.Context(), r.ID); err != nil || !lifecycle.DispatchEnded(now.State) {
 				t.Fatalf("standby said %q with the record %+v, %v; want it terminal", l, now, err)
 			}
 		default:
@@ -155,7 +156,7 @@ func TestStandby_OneClaimThenRefused(t *testing.T) {
 		}
 	}
 	res := h.result()
-	if res.err != nil || res.r == nil || res.r.State != dispatch.StateFinished {
+	if res.err != nil || res.r == nil || res.r.State != lifecycle.DispatchFinished {
 		t.Fatalf("standby returned %+v, %v; want the claimed dispatch finished", res.r, res.err)
 	}
 	if res.r.ProviderTaskID != string(task) {
@@ -167,7 +168,7 @@ func TestStandby_OneClaimThenRefused(t *testing.T) {
 	if res.r.Isolation != cold.Isolation {
 		t.Errorf("isolation warm %q, cold %q", res.r.Isolation, cold.Isolation)
 	}
-	if o, err := e.d.Records.Get(t.Context(), other.ID); err != nil || o.State != dispatch.StateAccepted {
+	if o, err := e.d.Records.Get(t.Context(), other.ID); err != nil || o.State != lifecycle.DispatchAccepted {
 		t.Errorf("the refused id's dispatch: %+v, %v; want it untouched (accepted)", o, err)
 	}
 }
@@ -277,7 +278,7 @@ func TestStandby_PlantedTemplateFitsNoDispatch(t *testing.T) {
 		t.Fatalf("standby answered %q", l)
 	}
 	res := h.result()
-	if res.err != nil || res.r == nil || res.r.State != dispatch.StateFinished {
+	if res.err != nil || res.r == nil || res.r.State != lifecycle.DispatchFinished {
 		t.Fatalf("standby returned %+v, %v", res.r, res.err)
 	}
 	if res.r.ProviderTaskID == string(task) {

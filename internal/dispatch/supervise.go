@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -31,7 +32,7 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 	if err != nil {
 		return nil, err
 	}
-	if r.State != StateAccepted {
+	if r.State != lifecycle.DispatchAccepted {
 		return r, nil
 	}
 	// Two goroutines of one process are not told apart by Claim (nor by started, which a
@@ -80,7 +81,7 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 		return nil, fmt.Errorf("dispatch %s: %w", id, ferr)
 	}
 	if err != nil {
-		outcome = Outcome{State: StateFailed, Reason: ReasonProviderFailed, Detail: err.Error()}
+		outcome = Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonProviderFailed, Detail: err.Error()}
 	}
 	// Record the end even when ctx was cancelled: the record must not stay live.
 	_, final, err := d.Records.finish(context.WithoutCancel(ctx), id, outcome)
@@ -93,7 +94,7 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 }
 
 func failed(reason, format string, args ...any) Outcome {
-	return Outcome{State: StateFailed, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	return Outcome{State: lifecycle.DispatchFailed, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
 // budgets splits a dispatch's wall clock into the setup scripts' budget and the agent's, in

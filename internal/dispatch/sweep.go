@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // sweeper is a provider that can remove what it left elsewhere (a cluster's Jobs, Secrets and
@@ -29,7 +30,7 @@ func (d *Dispatcher) SweepRemote(ctx context.Context) (int, error) {
 	sort.Strings(names)
 	terminal := func(id string) bool {
 		r, err := d.Records.Get(ctx, id)
-		return err == nil && IsTerminal(r.State)
+		return err == nil && lifecycle.DispatchEnded(r.State)
 	}
 	n := 0
 	var errs []error

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/modelgw"
 )
 
@@ -149,7 +150,7 @@ func (s *dispatchSpan) finish(r *Record) {
 	}
 	s.phase("")
 	errText := ""
-	if r.State != StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		errText = r.State
 		if r.Reason != "" {
 			errText += "/" + r.Reason

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/tracing"
 	"github.com/agora-dev/agora/internal/tracing/otlprecv"
 )
@@ -35,7 +36,7 @@ func BenchmarkDispatchTraceOverhead(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				r := &Record{ID: "01J9Z3K4M5N6P7Q8R9S0T1V2W3", Subagent: "reader", Target: "local", State: StateFinished, CreatedAt: time.Now()}
+				r := &Record{ID: "01J9Z3K4M5N6P7Q8R9S0T1V2W3", Subagent: "reader", Target: "local", State: lifecycle.DispatchFinished, CreatedAt: time.Now()}
 				r.TraceID, r.TraceSpan, r.TraceParent = d.traceIDs(ctx, caller)
 				d.traceAccept(ctx, r, time.Now())
 				sp := d.startDispatchSpan(ctx, r)

@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // exitProvider is a compute.Provider at the process edge: every task it starts exits with
@@ -37,8 +38,8 @@ func TestDispatch_GatewayUnreachableIsNotTheAgents(t *testing.T) {
 		exit   compute.Exit
 		reason string
 	}{
-		{"reported", compute.Exit{Code: remote.ExitGatewayUnreachable, GatewayUnreachable: true}, dispatch.ReasonGatewayUnreachable},
-		{"bare-code", compute.Exit{Code: remote.ExitGatewayUnreachable}, dispatch.ReasonWorkerFailed},
+		{"reported", compute.Exit{Code: remote.ExitGatewayUnreachable, GatewayUnreachable: true}, lifecycle.ReasonGatewayUnreachable},
+		{"bare-code", compute.Exit{Code: remote.ExitGatewayUnreachable}, lifecycle.ReasonWorkerFailed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -50,10 +51,10 @@ func TestDispatch_GatewayUnreachableIsNotTheAgents(t *testing.T) {
 			}
 			e.subagent("quiet", "true")
 			r := e.run(dispatch.Request{Subagent: "quiet", Target: "pod", Timeout: time.Minute})
-			if r.State != dispatch.StateFailed || r.Reason != tt.reason {
+			if r.State != lifecycle.DispatchFailed || r.Reason != tt.reason {
 				t.Fatalf("dispatch ended %s/%s (%s), want failed/%s", r.State, r.Reason, r.Detail, tt.reason)
 			}
-			if tt.reason == dispatch.ReasonGatewayUnreachable && !strings.Contains(r.Detail, "network gateway") {
+			if tt.reason == lifecycle.ReasonGatewayUnreachable && !strings.Contains(r.Detail, "network gateway") {
 				t.Errorf("detail %q does not say the gateway was unreachable", r.Detail)
 			}
 			if !strings.Contains(e.auditDump(), `"reason":"`+tt.reason+`"`) {

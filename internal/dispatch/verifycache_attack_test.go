@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -44,7 +45,7 @@ mkdir -p "$XDG_CACHE_HOME/go-build/00" && echo MKDIR
 exit 0`}
 	r := e.run(dispatch.Request{Subagent: "noop", Repo: calcRepo(t), Verify: &verdict.Spec{Command: cmd}})
 	v := r.Verdict
-	if r.State != dispatch.StateFinished || v == nil || !v.Passed {
+	if r.State != lifecycle.DispatchFinished || v == nil || !v.Passed {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want finished and green", r.State, r.Reason, r.Detail, v)
 	}
 	// The verdict, and its audit entry, say the gate ran with the operator's cache.
@@ -112,7 +113,7 @@ func TestVerifyCache_RefusedWhenItWouldShowTheHome(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e.setTarget(func(tg *config.Target) { tg.VerifyCache = c.dir })
 			r := e.run(dispatch.Request{Subagent: "noop", Repo: repo, Verify: &verdict.Spec{Command: []string{"sh", "-c", "ls -R /agora/cache; exit 0"}}})
-			if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed || r.Verdict != nil {
+			if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonProviderFailed || r.Verdict != nil {
 				t.Fatalf("dispatch %s %s (%s), verdict %+v: want provider-failed and no verdict", r.State, r.Reason, r.Detail, r.Verdict)
 			}
 			if !strings.Contains(r.Detail, "verify_cache") || !strings.Contains(r.Detail, c.want) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -106,7 +107,7 @@ func snapshot(t *testing.T, dir string) []string {
 func gateScript(t *testing.T, e *env, script string) string {
 	t.Helper()
 	r := e.run(dispatch.Request{Subagent: "noop", Repo: calcRepo(t), Verify: &verdict.Spec{Command: []string{"sh", "-c", script}}})
-	if r.State != dispatch.StateFinished || r.Verdict == nil {
+	if r.State != lifecycle.DispatchFinished || r.Verdict == nil {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want finished with a verdict", r.State, r.Reason, r.Detail, r.Verdict)
 	}
 	return r.Verdict.OutputTail
@@ -296,7 +297,7 @@ grep -q "`+filepath.Base(filepath.Dir(cache))+`" /proc/self/mountinfo && echo AG
 printf 'package calc\n\nfunc Sub(a, b int) int { return a - b }\n' > sub.go
 true`)
 	r := e.run(dispatch.Request{Subagent: "probe", Repo: calcRepo(t), Verify: &verdict.Spec{Command: []string{"sh", "-c", `echo "gate-xdg=$XDG_CACHE_HOME"; cat /agora/cache/seen.txt`}}})
-	if r.State != dispatch.StateFinished || r.Verdict == nil || !r.Verdict.Passed {
+	if r.State != lifecycle.DispatchFinished || r.Verdict == nil || !r.Verdict.Passed {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want finished and green", r.State, r.Reason, r.Detail, r.Verdict)
 	}
 	agent := e.stdout(r)
@@ -314,7 +315,7 @@ func refusedGate(t *testing.T, e *env, dir, want string) {
 	t.Helper()
 	e.setTarget(func(tg *config.Target) { tg.VerifyCache = dir })
 	r := e.run(dispatch.Request{Subagent: "noop", Repo: calcRepo(t), Verify: &verdict.Spec{Command: []string{"sh", "-c", "ls -laR /agora/cache; exit 0"}}})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed || r.Verdict != nil {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonProviderFailed || r.Verdict != nil {
 		out := ""
 		if r.Verdict != nil {
 			out = r.Verdict.OutputTail
@@ -399,7 +400,7 @@ func TestRedTeamVerifyCache_DockerReadOnly(t *testing.T) {
 	before := snapshot(t, cache)
 	r := e.run(dispatch.Request{Subagent: "noop", Repo: calcRepo(t), Target: "box", Timeout: 2 * time.Minute,
 		Verify: &verdict.Spec{Command: []string{"sh", "-c", escapeScript}}})
-	if r.State != dispatch.StateFinished || r.Verdict == nil {
+	if r.State != lifecycle.DispatchFinished || r.Verdict == nil {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v: want finished with a verdict", r.State, r.Reason, r.Detail, r.Verdict)
 	}
 	out := r.Verdict.OutputTail

@@ -18,6 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -518,7 +519,7 @@ func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started 
 		// A cancel (recorded before it killed the sandbox) came between the start's record
 		// and the release: the slot ended because of it, and the dispatch ends cancelled, as
 		// one cancelled a moment later would, not provider-failed.
-		return nil, nil, false, &failure{Outcome{State: StateCancelled, Reason: ReasonCancelled, Detail: "cancelled as its warm slot was released"}}
+		return nil, nil, false, &failure{Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled, Detail: "cancelled as its warm slot was released"}}
 	case started != nil:
 		// On record as started, yet not released: the dispatch ends here, never cold.
 		return nil, nil, false, fmt.Errorf("start in warm slot: %w", err)

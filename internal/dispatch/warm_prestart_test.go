@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -22,7 +23,7 @@ func TestWarm_WorkerStartedAhead(t *testing.T) {
 	e, w := warmEnv(t, 1)
 	e.subagent("hello", `echo made > hello.txt`)
 	cold := e.run(dispatch.Request{Subagent: "hello"})
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	waitWarmReady(t, w, 1)
@@ -41,7 +42,7 @@ func TestWarm_WorkerStartedAhead(t *testing.T) {
 		t.Errorf("the waiting worker has no %s: %q", wire.ClaimFDEnv, vars)
 	}
 	hot := e.run(dispatch.Request{Subagent: "hello"})
-	if hot.State != dispatch.StateFinished || hot.Isolation != cold.Isolation || !strings.Contains(e.patch(hot), "+made") {
+	if hot.State != lifecycle.DispatchFinished || hot.Isolation != cold.Isolation || !strings.Contains(e.patch(hot), "+made") {
 		t.Fatalf("warm: %s %s %s, isolation %q (cold %q), patch %q", hot.State, hot.Reason, hot.Detail, hot.Isolation, cold.Isolation, e.patch(hot))
 	}
 	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
@@ -74,7 +75,7 @@ func TestWarm_WorkerStartedAhead(t *testing.T) {
 		}
 	}
 	after := e.run(dispatch.Request{Subagent: "hello"})
-	if after.State != dispatch.StateFinished || !strings.Contains(e.patch(after), "+made") {
+	if after.State != lifecycle.DispatchFinished || !strings.Contains(e.patch(after), "+made") {
 		t.Fatalf("after the slot's worker died: %s %s %s", after.State, after.Reason, after.Detail)
 	}
 	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 1 || c.Failed != 1 {

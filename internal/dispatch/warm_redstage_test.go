@@ -13,6 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -154,7 +155,7 @@ func TestRedStage_QuotaTricksAsCold(t *testing.T) {
 			t.Errorf("warm: want %s in %q", want, ho)
 		}
 	}
-	if hot.State != dispatch.StateFailed || hot.Reason != dispatch.ReasonLimitExceeded || hot.Detail != cold.Detail || hot.Reason != cold.Reason {
+	if hot.State != lifecycle.DispatchFailed || hot.Reason != lifecycle.ReasonLimitExceeded || hot.Detail != cold.Detail || hot.Reason != cold.Reason {
 		t.Errorf("warm %s %s %q; cold %s %s %q", hot.State, hot.Reason, hot.Detail, cold.State, cold.Reason, cold.Detail)
 	}
 }

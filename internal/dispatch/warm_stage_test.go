@@ -9,6 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // stageProbe prints where its workspace lives (the source and size of the file system under
@@ -29,12 +30,12 @@ func TestWarm_StagedAhead(t *testing.T) {
 	e.setTarget(func(tg *config.Target) { tg.Disk = 100 << 20 })
 	e.subagent("stg", stageProbe)
 	cold := e.run(dispatch.Request{Subagent: "stg"})
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	waitWarmReady(t, w, 1)
 	hot := e.run(dispatch.Request{Subagent: "stg"})
-	if hot.State != dispatch.StateFinished {
+	if hot.State != lifecycle.DispatchFinished {
 		t.Fatalf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
 	}
 	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
@@ -96,7 +97,7 @@ func TestWarm_StagedQuotaBinds(t *testing.T) {
 	e.setTarget(func(tg *config.Target) { tg.Disk = 100 << 20 })
 	e.subagent("filler", diskFiller)
 	cold := e.run(dispatch.Request{Subagent: "filler"})
-	if cold.State != dispatch.StateFailed || cold.Reason != dispatch.ReasonLimitExceeded {
+	if cold.State != lifecycle.DispatchFailed || cold.Reason != lifecycle.ReasonLimitExceeded {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	waitWarmReady(t, w, 1)

@@ -9,6 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestWarm_StartRecordedBeforeRelease: a bubblewrap slot's claim records the dispatch started,
@@ -22,12 +23,12 @@ func TestWarm_StartRecordedBeforeRelease(t *testing.T) {
 	e, w := warmEnv(t, 1)
 	e.subagent("clock", `date +%s%N`)
 	cold := e.run(dispatch.Request{Subagent: "clock"})
-	if cold.State != dispatch.StateFinished || cold.WorkerBinary == nil {
+	if cold.State != lifecycle.DispatchFinished || cold.WorkerBinary == nil {
 		t.Fatalf("cold: %s %s %s, worker %+v", cold.State, cold.Reason, cold.Detail, cold.WorkerBinary)
 	}
 	waitWarmReady(t, w, 1)
 	hot := e.run(dispatch.Request{Subagent: "clock"})
-	if hot.State != dispatch.StateFinished {
+	if hot.State != lifecycle.DispatchFinished {
 		t.Fatalf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
 	}
 	if c := warmCounts(w); c.Claimed != 1 || c.Cold != 0 {
@@ -35,7 +36,7 @@ func TestWarm_StartRecordedBeforeRelease(t *testing.T) {
 	}
 	waitWarmReady(t, w, 1)
 	misfit := e.run(dispatch.Request{Subagent: "clock", Timeout: 31 * time.Second})
-	if misfit.State != dispatch.StateFinished {
+	if misfit.State != lifecycle.DispatchFinished {
 		t.Fatalf("misfit: %s %s %s", misfit.State, misfit.Reason, misfit.Detail)
 	}
 	if c := warmCounts(w); c.Cold != 1 {
@@ -72,7 +73,7 @@ func TestWarm_StartRecordedBeforeRelease(t *testing.T) {
 				n[a.Kind]++
 			}
 		}
-		if n[entry.DispatchAccepted] != 1 || n[entry.DispatchStarted] != 1 || n[entry.DispatchState(dispatch.StateFinished)] != 1 || len(n) != 3 {
+		if n[entry.DispatchAccepted] != 1 || n[entry.DispatchStarted] != 1 || n[entry.DispatchState(lifecycle.DispatchFinished)] != 1 || len(n) != 3 {
 			t.Errorf("%s: audit entries %v, want one accepted, started and finished", name, n)
 		}
 	}

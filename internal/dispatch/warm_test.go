@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // warmEnv is an env whose local target keeps n warm slots, held by a resident Dispatcher.
@@ -65,12 +66,12 @@ func TestWarm_DispatchRunsInSlot(t *testing.T) {
 		t.Fatalf("before any dispatch: %+v", c)
 	}
 	cold := e.run(dispatch.Request{Subagent: "hello"})
-	if cold.State != dispatch.StateFinished {
+	if cold.State != lifecycle.DispatchFinished {
 		t.Fatalf("cold: %s %s %s", cold.State, cold.Reason, cold.Detail)
 	}
 	waitWarmReady(t, w, 1)
 	hot := e.run(dispatch.Request{Subagent: "hello"})
-	if hot.State != dispatch.StateFinished {
+	if hot.State != lifecycle.DispatchFinished {
 		t.Fatalf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
 	}
 	c := warmCounts(w)
@@ -86,7 +87,7 @@ func TestWarm_DispatchRunsInSlot(t *testing.T) {
 	// Another shape: the dispatch starts cold and the mismatch is counted.
 	waitWarmReady(t, w, 1)
 	other := e.run(dispatch.Request{Subagent: "hello", Timeout: 31 * time.Second})
-	if other.State != dispatch.StateFinished {
+	if other.State != lifecycle.DispatchFinished {
 		t.Fatalf("other shape: %s %s %s", other.State, other.Reason, other.Detail)
 	}
 	if c := warmCounts(w); c.Claimed != 2 || c.Cold != 1 {
@@ -96,7 +97,7 @@ func TestWarm_DispatchRunsInSlot(t *testing.T) {
 	// dispatch of it runs warm.
 	waitWarmReady(t, w, 1)
 	again := e.run(dispatch.Request{Subagent: "hello", Timeout: 31 * time.Second})
-	if again.State != dispatch.StateFinished {
+	if again.State != lifecycle.DispatchFinished {
 		t.Fatalf("new shape: %s %s %s", again.State, again.Reason, again.Detail)
 	}
 	if c := warmCounts(w); c.Claimed != 3 || c.Cold != 1 {

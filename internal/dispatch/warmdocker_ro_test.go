@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // isolationProbe is what an agent finds of its sandbox, one claim a line; a claimed docker
@@ -96,12 +97,12 @@ func TestDockerWarm_ReadOnlyForReal(t *testing.T) {
 	execIn(t, cli, res.Items[0].ID, "mkdir -p /agora/workspace && echo planted > /agora/workspace/planted.txt")
 	hot := e.run(req)
 	t.Logf("warm: %s %s %s", hot.State, hot.Reason, hot.Detail)
-	if hot.State == dispatch.StateFinished {
+	if hot.State == lifecycle.DispatchFinished {
 		t.Fatalf("a dispatch ran in a slot whose workspace place held a planted file: %s\n%s", e.stdout(hot), e.patch(hot))
 	}
 	// The worker's refusal goes to the slot container's own stderr (the dispatch's streams are
 	// not up yet): the record says the worker failed.
-	if hot.Reason != dispatch.ReasonWorkerFailed {
+	if hot.Reason != lifecycle.ReasonWorkerFailed {
 		t.Errorf("the refused slot's dispatch ended %s/%s %q, want failed/worker-failed", hot.State, hot.Reason, hot.Detail)
 	}
 	// The next slot, untouched, runs the probe.

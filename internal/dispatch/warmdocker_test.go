@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
@@ -159,7 +160,7 @@ func TestDockerWarm_Cancel(t *testing.T) {
 		}
 		select {
 		case final := <-done:
-			if final == nil || final.State != dispatch.StateCancelled {
+			if final == nil || final.State != lifecycle.DispatchCancelled {
 				t.Fatalf("dispatch %d ended %+v, want cancelled", i, final)
 			}
 		case <-time.After(60 * time.Second):

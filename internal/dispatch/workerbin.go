@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/agora-dev/agora/internal/workerbin"
 )
@@ -34,12 +35,12 @@ func (d *Dispatcher) workerBinary(ctx context.Context, target config.Target, san
 		return nil, nil
 	}
 	if d.Worker.Pinner == nil || d.Worker.Path == "" {
-		o := failed(ReasonProviderFailed, "this process has no worker binary to bind (agora-worker); install it beside agora with %s", workerbin.FixCommand)
+		o := failed(lifecycle.ReasonProviderFailed, "this process has no worker binary to bind (agora-worker); install it beside agora with %s", workerbin.FixCommand)
 		return nil, &o
 	}
 	b, err := d.Worker.Pinner.Pin(ctx, d.Worker.Path, d.Worker.Configured)
 	if err != nil {
-		o := failed(ReasonProviderFailed, "%v", err)
+		o := failed(lifecycle.ReasonProviderFailed, "%v", err)
 		return nil, &o
 	}
 	wb := &wire.RuntimeBinary{Path: wire.BinPath, HostPath: b.Path, Version: b.Version, SHA256: b.SHA256}
@@ -47,7 +48,7 @@ func (d *Dispatcher) workerBinary(ctx context.Context, target config.Target, san
 		wb.Path = b.Path // no mount namespace: the worker runs the pinned copy where it is
 	}
 	if err := wb.Validate(); err != nil {
-		o := failed(ReasonProviderFailed, "worker binary: %v", err)
+		o := failed(lifecycle.ReasonProviderFailed, "worker binary: %v", err)
 		return nil, &o
 	}
 	return wb, nil
@@ -118,7 +119,7 @@ func setBinaries(ctx context.Context, tx *sql.Tx, id string, b *binaries) error 
 			continue
 		}
 		// col is one of the three literals above.
-		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET `+col+` = ? WHERE id = ? AND state = ?`, v, id, StateAccepted)
+		res, err := tx.ExecContext(ctx, `UPDATE dispatches SET `+col+` = ? WHERE id = ? AND state = ?`, v, id, lifecycle.DispatchAccepted)
 		if err != nil {
 			return err
 		}

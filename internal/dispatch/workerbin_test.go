@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -17,7 +18,7 @@ func TestDispatch_WorkerBinaryOnTheRecord(t *testing.T) {
 	e := newEnv(t)
 	e.subagent("lister", `ls /agora/bin`)
 	r := e.run(dispatch.Request{Subagent: "lister"})
-	if r.State != dispatch.StateFinished {
+	if r.State != lifecycle.DispatchFinished {
 		t.Fatalf("state %s (%s: %s)", r.State, r.Reason, r.Detail)
 	}
 	if out := e.stdout(r); strings.TrimSpace(out) != "agora-worker" {
@@ -51,7 +52,7 @@ func TestDispatch_NoWorkerFailsClosed(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	e.subagent("toucher", "touch "+marker)
 	r := e.run(dispatch.Request{Subagent: "toucher"})
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonProviderFailed {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonProviderFailed {
 		t.Fatalf("state %s (%s: %s), want failed provider-failed", r.State, r.Reason, r.Detail)
 	}
 	for _, w := range []string{"agora-worker", "no such file", "make install", "go install ./cmd/agora ./cmd/agora-full ./cmd/agora-worker"} {
@@ -71,7 +72,7 @@ func TestDispatch_AgoraItselfIsNotTheWorker(t *testing.T) {
 	e.d.Worker.Path, e.d.Worker.Configured = agoraBin, true
 	e.subagent("noop", "true")
 	r := e.run(dispatch.Request{Subagent: "noop"})
-	if r.State != dispatch.StateFailed || !strings.Contains(r.Detail, "not github.com/agora-dev/agora/cmd/agora-worker") || !strings.Contains(r.Detail, "make install") {
+	if r.State != lifecycle.DispatchFailed || !strings.Contains(r.Detail, "not github.com/agora-dev/agora/cmd/agora-worker") || !strings.Contains(r.Detail, "make install") {
 		t.Fatalf("state %s (%s: %s), want refused: agora is not the worker", r.State, r.Reason, r.Detail)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -81,7 +82,7 @@ func TestAccept_Workspace(t *testing.T) {
 	e.subagent("cat", `cat VERSION; git log -1 --format=%H`)
 
 	rec := e.run(dispatch.Request{Subagent: "cat", Workspace: "app"})
-	if rec.State != dispatch.StateFinished || !strings.HasPrefix(rec.Workspace, "app@sha256:") || rec.Revision != r.main || rec.Repo != r.dir {
+	if rec.State != lifecycle.DispatchFinished || !strings.HasPrefix(rec.Workspace, "app@sha256:") || rec.Revision != r.main || rec.Repo != r.dir {
 		t.Fatalf("default revision: %s %s %q, workspace %q revision %q repo %q", rec.State, rec.Reason, rec.Detail, rec.Workspace, rec.Revision, rec.Repo)
 	}
 	if out := e.stdout(rec); out != "two\n"+r.main+"\n" {
@@ -157,7 +158,7 @@ func TestResume_InheritsWorkspace(t *testing.T) {
 	e.workspace("app", provision.WorkspaceSpec{Repo: r.dir, Revisions: []string{"main"}})
 	e.subagent("asker", `if printf %s "$AGORA_INPUT_JSON" | grep -q agora_resume; then git log -1 --format=%H; else printf '{"question":"which?"}' > "$AGORA_OUT/`+wire.NeedsInputFile+`"; fi`)
 	parent := e.run(dispatch.Request{Subagent: "asker", Workspace: "app"})
-	if parent.State != dispatch.StateNeedsInput {
+	if parent.State != lifecycle.DispatchNeedsInput {
 		t.Fatalf("parent: %s %s %s", parent.State, parent.Reason, parent.Detail)
 	}
 	os.WriteFile(filepath.Join(r.dir, "VERSION"), []byte("three\n"), 0o644)

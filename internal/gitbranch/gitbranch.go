@@ -178,7 +178,7 @@ type builder struct {
 const privateAttributes = "* !text !eol !crlf !ident !filter !diff !merge !working-tree-encoding\n"
 
 func newBuilder(ctx context.Context, o Options) (*builder, error) {
-	if !isCommitID(o.Base) {
+	if !gitexec.IsObjectID(o.Base) {
 		return nil, fmt.Errorf("base %q is not a full commit id", o.Base)
 	}
 	// Where the repository keeps its objects, and their format. Only rev-parse reads the
@@ -207,7 +207,8 @@ func newBuilder(ctx context.Context, o Options) (*builder, error) {
 		b.close()
 		return nil, err
 	}
-	if _, err := b.git(ctx, nil, "rev-parse", "--verify", "--quiet", o.Base+"^{commit}"); err != nil {
+	base, err := gitexec.ResolveCommit(o.Base, func(args ...string) ([]byte, error) { return b.git(ctx, nil, args...) })
+	if err != nil || base != o.Base {
 		b.close()
 		return nil, fmt.Errorf("commit %s is not in %s (is it the repository the work was done on?)", o.Base, o.Repo)
 	}
@@ -303,18 +304,6 @@ func unmerged(out []byte) []string {
 	}
 	sort.Strings(files)
 	return files
-}
-
-func isCommitID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // gitError is a git command that failed, with its stderr (bounded).

@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -44,7 +45,7 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 	if err != nil {
 		return nil, dispatchError(err)
 	}
-	if !dispatch.IsTerminal(rec.State) {
+	if !lifecycle.DispatchEnded(rec.State) {
 		id := rec.ID
 		var done <-chan struct{}
 		if rec, done, err = m.sup.Launch(ctx, id); err != nil {
@@ -150,7 +151,7 @@ func (m *Dispatcher) Resume(ctx context.Context, p mcpserver.Principal, id, answ
 	if err != nil {
 		return nil, dispatchError(err)
 	}
-	if !dispatch.IsTerminal(rec.State) {
+	if !lifecycle.DispatchEnded(rec.State) {
 		id := rec.ID
 		var done <-chan struct{}
 		if rec, done, err = m.sup.Launch(ctx, id); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/hostpath"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
@@ -105,7 +106,7 @@ func (o *Orchestrator) Watch(ctx context.Context, runID string, timeout time.Dur
 	var st struct {
 		State string `json:"state"`
 	}
-	if json.Unmarshal(now, &st) == nil && st.State == api.RunNeedsInput {
+	if json.Unmarshal(now, &st) == nil && st.State == lifecycle.RunNeedsInput {
 		return now, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
@@ -117,7 +118,7 @@ func (o *Orchestrator) Watch(ctx context.Context, runID string, timeout time.Dur
 			return nil
 		}
 		last = r
-		if r.State == api.RunNeedsInput {
+		if r.State == lifecycle.RunNeedsInput {
 			return errChanged // it came to wait for a person between the status and the stream
 		}
 		if first == nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/hostpath"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/mcpserver"
 )
 
@@ -13,7 +14,7 @@ import (
 // also cut out of the detail, where a failed checkout would name it.
 func record(r *dispatch.Record) *mcpserver.Record {
 	out := &mcpserver.Record{
-		ID: r.ID, State: r.State, Done: dispatch.IsTerminal(r.State), Reason: r.Reason, Detail: r.Detail,
+		ID: r.ID, State: r.State, Done: lifecycle.DispatchEnded(r.State), Reason: r.Reason, Detail: r.Detail,
 		ExitCode: r.ExitCode, Subagent: r.Subagent, SubagentDigest: string(r.SubagentDigest), Envs: []mcpserver.EnvRef{},
 		Target: r.Target, Sandbox: r.Sandbox, Network: r.Network, Isolation: r.Isolation,
 		InputDigest: string(r.InputDigest), TimeoutSeconds: int64(time.Duration(r.Timeout) / time.Second),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -18,7 +19,7 @@ func TestRecord_CarriesNoHostDetails(t *testing.T) {
 	exit := 0
 	now := time.Unix(1e9, 0).UTC()
 	r := &dispatch.Record{
-		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: dispatch.StateNeedsInput, Subagent: "writer", SubagentDigest: digest.Digest("sha256:ab"),
+		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: lifecycle.DispatchNeedsInput, Subagent: "writer", SubagentDigest: digest.Digest("sha256:ab"),
 		Envs: []dispatch.EnvRef{{Name: "demo", Digest: "sha256:cd"}}, Target: "local", Sandbox: "bwrap", Network: "none",
 		Repo: "/home/alice/src/secret-project", Revision: "deadbeef", CallbackURL: "https://hooks.example.com/x?sig=abc",
 		ProviderTaskID: "local:4242", Timeout: dispatch.Duration(90 * time.Second), ExitCode: &exit, CreatedAt: now,
@@ -51,7 +52,7 @@ func TestRecord_CarriesNoHostDetails(t *testing.T) {
 func TestRecord_WorkspaceWithoutPath(t *testing.T) {
 	commit := strings.Repeat("ab", 20)
 	r := &dispatch.Record{
-		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: dispatch.StateFailed, Reason: dispatch.ReasonProviderFailed,
+		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonProviderFailed,
 		Detail: "stage: clone /srv/src/secret-app: fatal: could not read /srv/src/secret-app/.git", Subagent: "writer",
 		SubagentDigest: "sha256:ab", Repo: "/srv/src/secret-app", Revision: commit, Workspace: "app@sha256:" + strings.Repeat("0", 64),
 	}
@@ -71,7 +72,7 @@ func TestRecord_WorkspaceWithoutPath(t *testing.T) {
 
 // TestRecord_BudgetAndUsage: the MCP view carries the dispatch's budget and usage.
 func TestRecord_BudgetAndUsage(t *testing.T) {
-	r := &dispatch.Record{ID: "d", State: dispatch.StateFailed, Reason: dispatch.ReasonBudgetExceeded,
+	r := &dispatch.Record{ID: "d", State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonBudgetExceeded,
 		Budget: &budget.Budget{Tokens: 100, USD: 0.5},
 		Usage:  &budget.Usage{InputTokens: 90, OutputTokens: 20, CachedTokens: 5, ModelCalls: 3, CostUSD: 0.01}}
 	out := record(r)
@@ -89,7 +90,7 @@ func TestRecord_BudgetAndUsage(t *testing.T) {
 // TestRecord_AwaitingApproval: an orchestrator sees why a dispatch waits (the held call's
 // tool and redacted preview), and only the pending calls.
 func TestRecord_AwaitingApproval(t *testing.T) {
-	r := &dispatch.Record{ID: "d", State: dispatch.StateStarted, Phase: dispatch.PhaseAwaitingApproval,
+	r := &dispatch.Record{ID: "d", State: lifecycle.DispatchStarted, Phase: dispatch.PhaseAwaitingApproval,
 		Approvals: []dispatch.Approval{
 			{Seq: 1, CallID: "call_1", Tool: "write_file", ArgsDigest: "sha256:aa", Preview: `{"path":"a"}`, State: dispatch.ApprovalApproved, Actor: "alice"},
 			{Seq: 2, CallID: "call_2", Tool: "write_file", Rule: "write_file", ArgsDigest: "sha256:bb", ArgsBytes: 12, Preview: `{"path":"b"}`, State: dispatch.ApprovalPending},
@@ -115,7 +116,7 @@ func TestRecord_Verdict(t *testing.T) {
 	spec := &verdict.Spec{Command: []string{"go", "test", "./..."}, Timeout: verdict.DefaultTimeout}
 	v := verdict.Red(verdict.ReasonExit, "exit status 1 in "+repo, 1, spec.Command, time.Second,
 		verdict.TailText{Text: "--- FAIL " + repo + "/calc_test.go:7\n", Total: 64})
-	r := &dispatch.Record{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed,
+	r := &dispatch.Record{ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonVerifyFailed,
 		Repo: repo, Verify: spec, Verdict: &v}
 	got := record(r)
 	if got.Verify == nil || got.Verdict == nil || got.Verdict.Passed || got.Verdict.OutputSHA256 != v.OutputSHA256 {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -71,7 +72,7 @@ func TestSameObject_CLIJSONEqualsMCP(t *testing.T) {
 	for range 30 {
 		var st RunAnswerOut
 		decode(t, call(t, cs, "agora_orchestrator_watch", map[string]any{"run_id": id, "timeout_seconds": 2}), &st)
-		if st.Run.State == api.RunNeedsInput {
+		if st.Run.State == lifecycle.RunNeedsInput {
 			break
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Callers that wait on a dispatch (agora_dispatch for its end, agora_dispatch_describe with
@@ -92,11 +94,11 @@ func differs(a, b *Record) bool {
 // of lower rank is the older.
 func rank(r *Record) int {
 	switch {
-	case r.State == "answered":
+	case r.State == lifecycle.DispatchAnswered:
 		return 3
 	case r.Done:
 		return 2
-	case r.State == "accepted":
+	case r.State == lifecycle.DispatchAccepted:
 		return 0
 	}
 	return 1

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -68,11 +69,11 @@ func (s *Server) result(ctx context.Context, r *Record) DispatchAnswer {
 		notes = append(notes, "still running; call agora_dispatch_describe with this id to follow it, or agora_dispatch_cancel to stop it")
 	}
 	switch {
-	case r.State == "needs_input" && r.RunID != "":
+	case r.State == lifecycle.DispatchNeedsInput && r.RunID != "":
 		notes = append(notes, fmt.Sprintf("it asks a question (needs_input) as task %q of run %s; a run's questions are answered on the host: %s", r.TaskID, r.RunID, api.AnswerCommand(r.RunID, r.TaskID)))
-	case r.State == "needs_input":
+	case r.State == lifecycle.DispatchNeedsInput:
 		notes = append(notes, fmt.Sprintf("it asks a question (needs_input); answer with agora_dispatch {\"resume\": {\"dispatch\": %q, \"answer\": \"...\"}}", r.ID))
-	case r.State == "answered":
+	case r.State == lifecycle.DispatchAnswered:
 		notes = append(notes, fmt.Sprintf("its question was answered by %s: child %s", r.AnsweredBy, r.ChildID))
 	}
 	if n := s.noWorkspaceNote(ctx, r); n != "" {
@@ -199,7 +200,7 @@ func (s *Server) publicRun(ctx context.Context, run json.RawMessage) api.Run {
 		for j, o := range t.Options {
 			t.Options[j] = s.scrub(o)
 		}
-		if t.State != "needs_input" || t.DispatchID == "" || len(t.Options) > 0 {
+		if t.State != lifecycle.TaskNeedsInput || t.DispatchID == "" || len(t.Options) > 0 {
 			continue
 		}
 		d, err := s.cfg.Dispatcher.Get(ctx, t.DispatchID)

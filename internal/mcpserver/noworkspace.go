@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // instructions is what the server tells a client at initialize. Workspaces are in it because
@@ -24,7 +25,7 @@ const instructions = "agora dispatches sandboxed sub-agents from a catalog that 
 // an empty directory, which is the likely cause, and the note says how to give it code. ""
 // when the dispatch had a workspace or did not fail in its agent.
 func (s *Server) noWorkspaceNote(ctx context.Context, r *Record) string {
-	if r.Workspace != "" || r.State != "failed" || r.Reason != "worker-failed" {
+	if r.Workspace != "" || r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonWorkerFailed {
 		return ""
 	}
 	known := "none is registered: a person registers one with agora workspace register NAME --repo PATH"

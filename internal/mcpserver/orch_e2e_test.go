@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -58,15 +59,15 @@ func TestOrchestratorOverStdio(t *testing.T) {
 	}
 	for range 20 {
 		decode(t, call(t, cs, "agora_orchestrator_watch", map[string]any{"run_id": id, "timeout_seconds": 10}), &st)
-		if api.RunTerminal(st.Run.State) {
+		if lifecycle.RunEnded(st.Run.State) {
 			break
 		}
 	}
-	if st.Run.State != api.RunSucceeded {
+	if st.Run.State != lifecycle.RunSucceeded {
 		t.Fatalf("run ended %s: %+v", st.Run.State, st.Run)
 	}
 	decode(t, call(t, cs, "agora_orchestrator_status", map[string]any{"run_id": id}), &st)
-	if len(st.Run.Tasks) != 2 || st.Run.Tasks[1].State != api.TaskSucceeded || st.Run.Repo != "" {
+	if len(st.Run.Tasks) != 2 || st.Run.Tasks[1].State != lifecycle.TaskSucceeded || st.Run.Repo != "" {
 		t.Errorf("status = %+v", st.Run)
 	}
 	decode(t, call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}), &sub)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -152,7 +153,7 @@ func TestOutputSchema_EveryToolOverStdioAndHTTP(t *testing.T) {
 			for range 30 {
 				var st RunAnswerOut
 				decode(t, c.call("agora_orchestrator_watch", map[string]any{"run_id": sub.Run.ID, "timeout_seconds": 2}), &st)
-				if st.Run.State == api.RunNeedsInput {
+				if st.Run.State == lifecycle.RunNeedsInput {
 					break
 				}
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -93,7 +94,7 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 	if !sub.Created || !strings.HasPrefix(run.Workspace, "app@sha256:") || run.Revision != commits["release/1"] || run.Repo != "" {
 		t.Fatalf("submit = %+v", sub)
 	}
-	if ended := watchToEnd(t, cs, run.ID); ended.State != api.RunSucceeded {
+	if ended := watchToEnd(t, cs, run.ID); ended.State != lifecycle.RunSucceeded {
 		t.Fatalf("run ended %s: %+v", ended.State, ended)
 	}
 	if msgs := prog.all(); len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), "run "+run.ID) {
@@ -114,7 +115,7 @@ func TestPlan_FromTheSchemaOverMCP(t *testing.T) {
 		t.Errorf("resubmit with new_run = %+v", sub)
 	}
 	// The new run's workers write into home: it ends before the test removes home.
-	if ended := watchToEnd(t, cs, sub.Run.ID); ended.State != api.RunSucceeded {
+	if ended := watchToEnd(t, cs, sub.Run.ID); ended.State != lifecycle.RunSucceeded {
 		t.Errorf("the new_run run ended %s: %+v", ended.State, ended)
 	}
 
@@ -151,7 +152,7 @@ func watchToEnd(t *testing.T, cs *mcp.ClientSession, id string) api.Run {
 			t.Fatal(err)
 		}
 		decode(t, res, &st)
-		if api.RunTerminal(st.Run.State) {
+		if lifecycle.RunEnded(st.Run.State) {
 			return st.Run
 		}
 	}

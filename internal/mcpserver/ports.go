@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -259,7 +260,7 @@ type Event struct {
 
 // Final reports whether r will never change again: it ended, and not in needs_input (which an
 // answer moves to answered).
-func (r *Record) Final() bool { return r.Done && r.State != "needs_input" }
+func (r *Record) Final() bool { return r.Done && r.State != lifecycle.DispatchNeedsInput }
 
 // public returns a copy of r fit to send: Detail scrubbed, lists never null.
 func (s *Server) public(r *Record) *Record {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Everything a dispatch produced larger than a describe shows is readable as a resource:
@@ -282,7 +283,7 @@ func (s *Server) runPatchParts(ctx context.Context, id string) ([]runPatch, erro
 	var parts []runPatch
 	var total int64
 	for _, t := range run.Tasks {
-		if t.State != "succeeded" || t.DispatchID == "" {
+		if t.State != lifecycle.TaskSucceeded || t.DispatchID == "" {
 			continue
 		}
 		r, err := s.cfg.Dispatcher.Get(ctx, t.DispatchID)

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -183,7 +184,7 @@ func TestResume_OnlyWhatTheClientCouldDispatch(t *testing.T) {
 			if err := json.Unmarshal(agora(t, home, nil, "orch", "status", runID, "-o", "json"), &st); err != nil {
 				t.Fatal(err)
 			}
-			if len(st.Tasks) != 1 || st.Tasks[0].State != api.TaskNeedsInput {
+			if len(st.Tasks) != 1 || st.Tasks[0].State != lifecycle.TaskNeedsInput {
 				return fmt.Errorf("it is %s, its tasks %+v", st.State, st.Tasks)
 			}
 			return nil

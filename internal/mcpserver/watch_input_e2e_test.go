@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -38,10 +39,10 @@ func TestWatch_NeedsInputAnswersAtOnce(t *testing.T) {
 	}
 	agoratest.Eventually(t, 60*time.Second, "run "+id+" to need input", func() error {
 		decode(t, call(t, stdio, "agora_orchestrator_status", map[string]any{"run_id": id}), &st)
-		if api.RunTerminal(st.Run.State) {
+		if lifecycle.RunEnded(st.Run.State) {
 			t.Fatalf("run %s is %s, want needs_input: %+v", id, st.Run.State, st.Run)
 		}
-		if st.Run.State != api.RunNeedsInput {
+		if st.Run.State != lifecycle.RunNeedsInput {
 			return fmt.Errorf("it is %s", st.Run.State)
 		}
 		return nil
@@ -64,7 +65,7 @@ func TestWatch_NeedsInputAnswersAtOnce(t *testing.T) {
 		if took := time.Since(start); took >= timeout/2*time.Second {
 			t.Errorf("%s: watch of a run in needs_input took %s of its %ds timeout", name, took, timeout)
 		}
-		if w.Run.State != api.RunNeedsInput || w.Run.Next != want {
+		if w.Run.State != lifecycle.RunNeedsInput || w.Run.Next != want {
 			t.Errorf("%s: watch = state %q next %q\nwant needs_input, next %q", name, w.Run.State, w.Run.Next, want)
 		}
 	}
@@ -88,12 +89,12 @@ func TestWatch_NeedsInputAnswersAtOnce(t *testing.T) {
 	agoratest.Eventually(t, 60*time.Second, "run "+id+" to end after the answer", func() error {
 		st.Run = api.Run{}
 		decode(t, call(t, httpCS, "agora_orchestrator_watch", map[string]any{"run_id": id, "timeout_seconds": 10}), &st)
-		if !api.RunTerminal(st.Run.State) {
+		if !lifecycle.RunEnded(st.Run.State) {
 			return fmt.Errorf("it is %s: %+v", st.Run.State, st.Run)
 		}
 		return nil
 	})
-	if st.Run.State != api.RunSucceeded || st.Run.Next != "" {
+	if st.Run.State != lifecycle.RunSucceeded || st.Run.Next != "" {
 		t.Errorf("after the answer: state %s, next %q; want succeeded and no next", st.Run.State, st.Run.Next)
 	}
 }

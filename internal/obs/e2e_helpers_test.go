@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -199,7 +200,7 @@ func (h *home) waitRun(runID string, limit time.Duration) api.Run {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if api.RunTerminal(run.State) {
+		if lifecycle.RunEnded(run.State) {
 			return run
 		}
 		if time.Now().After(deadline) {

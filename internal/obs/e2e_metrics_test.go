@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -20,7 +21,7 @@ func TestServe_MetricsMatchTheRun(t *testing.T) {
 	h := newHome(t)
 	s := h.serve()
 	run := h.submitAndWait(obsPlan("metrics"), 2*time.Minute)
-	if run.State != api.RunFailed {
+	if run.State != lifecycle.RunFailed {
 		t.Fatalf("run ended %s, want failed (task f fails): %v", run.State, run.Counts)
 	}
 

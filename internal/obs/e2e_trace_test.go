@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/tracing/otlprecv"
 )
 
@@ -35,7 +35,7 @@ func TestServe_TracesOfARun(t *testing.T) {
 	out := h.runEnv([]string{"TRACEPARENT=00-" + callerTraceID + "-" + callerSpanID + "-01"}, "orch", "submit", path)
 	runID := strings.TrimSpace(strings.Split(out, "\n")[0])
 	run := h.waitRun(runID, 2*time.Minute)
-	if run.State != api.RunFailed {
+	if run.State != lifecycle.RunFailed {
 		t.Fatalf("run ended %s, want failed", run.State)
 	}
 	if run.TraceID != callerTraceID {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 )
 
@@ -75,8 +76,8 @@ func (m *Metrics) observeBatch(b orch.Batch) {
 				continue // a task failed without an attempt (a spent run budget)
 			}
 			state := strings.TrimPrefix(e.Kind, entry.TaskPrefix)
-			if state == "retry_scheduled" {
-				state = "failed"
+			if e.Kind == entry.TaskRetryScheduled {
+				state = lifecycle.TaskFailed
 			}
 			m.attemptsEnded.WithLabelValues(state, m.reasons.of(str(e.Details[entry.KeyReason]))).Inc()
 		case entry.RunEnded:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 )
 
@@ -59,14 +60,15 @@ func (g EngineGauges) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(engineDescs().up, prometheus.GaugeValue, 1)
-	// Every state is reported, zero included, so a series never vanishes while its runs do.
-	for _, st := range []string{"running", "needs_input", "succeeded", "failed", "cancelled"} {
+	// Every state is reported, zero included, so a series never vanishes while its runs do
+	// and a new state gets its series without a change here.
+	for _, st := range lifecycle.RunStates() {
 		ch <- prometheus.MustNewConstMetric(engineDescs().runs, prometheus.GaugeValue, float64(s.RunStates[st]), st)
 	}
-	for _, st := range []string{"pending", "ready", "running", "succeeded", "failed", "needs_input", "cancelled", "skipped"} {
+	for _, st := range lifecycle.TaskStates() {
 		ch <- prometheus.MustNewConstMetric(engineDescs().tasks, prometheus.GaugeValue, float64(s.TaskStates[st]), st)
 	}
-	ch <- prometheus.MustNewConstMetric(engineDescs().ready, prometheus.GaugeValue, float64(s.TaskStates["ready"]))
+	ch <- prometheus.MustNewConstMetric(engineDescs().ready, prometheus.GaugeValue, float64(s.TaskStates[lifecycle.TaskReady]))
 	ch <- prometheus.MustNewConstMetric(engineDescs().live, prometheus.GaugeValue, float64(s.LiveAttempts))
 	ch <- prometheus.MustNewConstMetric(engineDescs().locksHeld, prometheus.GaugeValue, float64(s.LocksHeld))
 	ch <- prometheus.MustNewConstMetric(engineDescs().lockWaiters, prometheus.GaugeValue, float64(s.LockWaiters))

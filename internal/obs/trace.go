@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/tracing"
 )
@@ -102,7 +103,7 @@ func (s *EngineSpans) entry(e *audit.Entry) {
 		t := r.tasks[taskID]
 		state := strings.TrimPrefix(e.Kind, entry.TaskPrefix)
 		errText := ""
-		if state == "failed" {
+		if state == lifecycle.TaskFailed {
 			errText = "failed/" + str(e.Details[entry.KeyReason])
 		}
 		t.end(time.Time{}, errText, "agora.task.state", state, "agora.task.attempts", t.attempts, "agora.reason", str(e.Details[entry.KeyReason]))
@@ -122,7 +123,7 @@ func (s *EngineSpans) entry(e *audit.Entry) {
 			delete(r.tasks, id)
 		}
 		errText := ""
-		if state != "succeeded" {
+		if state != lifecycle.RunSucceeded {
 			errText = state
 		}
 		r.end(time.Time{}, errText, "agora.run.state", state)

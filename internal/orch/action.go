@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/errclass"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -78,7 +79,7 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 		return nil
 	}
 	if t == nil {
-		if api.RunTerminal(r.state) {
+		if lifecycle.RunEnded(r.state) {
 			return fmt.Errorf("%w: run %s already ended %s", ErrConflict, r.id, r.state)
 		}
 		r.cancelRequested = true
@@ -88,16 +89,16 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 		}
 		return nil
 	}
-	if api.TaskTerminal(t.state) {
+	if lifecycle.TaskEnded(t.state) {
 		return fmt.Errorf("%w: task %s already ended %s", ErrConflict, t.spec.ID, t.state)
 	}
 	e.record(r, t, entry.TaskCancelRequested, map[string]any{entry.KeyBy: actor})
 	e.cancelTask(t)
-	if t.state == api.TaskCancelled {
-		e.skipDependents(t, "cancelled")
+	if t.state == lifecycle.TaskCancelled {
+		e.skipDependents(t, lifecycle.TaskCancelled)
 	}
 	e.cancelAdded(t)
-	if t.role != "" && api.TaskTerminal(t.state) {
+	if t.role != "" && lifecycle.TaskEnded(t.state) {
 		e.ownedEnded(t)
 	}
 	return nil
@@ -106,13 +107,13 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 // cancelTask stops t: at once when it is not running, through its dispatch when it is.
 func (e *Engine) cancelTask(t *task) {
 	switch t.state {
-	case api.TaskPending, api.TaskReady, api.TaskNeedsInput:
+	case lifecycle.TaskPending, lifecycle.TaskReady, lifecycle.TaskNeedsInput:
 		unqueue(t)
 		e.stopTimer(t)
-		t.reason = "cancelled"
-		e.set(t, api.TaskCancelled)
+		t.reason = lifecycle.ReasonCancelled
+		e.set(t, lifecycle.TaskCancelled)
 		e.record(t.run, t, entry.TaskCancelled, nil)
-	case api.TaskRunning:
+	case lifecycle.TaskRunning:
 		if !t.cancel {
 			t.cancel = true
 			e.touch(t)
@@ -125,7 +126,7 @@ func (e *Engine) answer(r *run, t *task, req api.ActionRequest) error {
 	if t == nil {
 		return fmt.Errorf("%w: answer needs a task", ErrConflict)
 	}
-	if t.state != api.TaskNeedsInput {
+	if t.state != lifecycle.TaskNeedsInput {
 		return fmt.Errorf("%w: task %s is %s; only a task that needs input takes an answer", ErrConflict, t.spec.ID, t.state)
 	}
 	if r.cancelRequested {
@@ -148,7 +149,7 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 	if r.cancelRequested {
 		return fmt.Errorf("%w: run %s was cancelled; a cancelled run is never fired again", ErrConflict, r.id)
 	}
-	if t.state != api.TaskFailed && t.state != api.TaskCancelled {
+	if t.state != lifecycle.TaskFailed && t.state != lifecycle.TaskCancelled {
 		return fmt.Errorf("%w: task %s is %s; only a failed or cancelled task can be retried", ErrConflict, t.spec.ID, t.state)
 	}
 	if why := notRetryable(t); why != "" {
@@ -164,7 +165,7 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if d.state != api.TaskSkipped || set[d] {
+		if d.state != lifecycle.TaskSkipped || set[d] {
 			continue
 		}
 		set[d] = true
@@ -174,7 +175,7 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 		changed = false
 		for d := range set {
 			for _, x := range d.deps {
-				if x != t && !set[x] && (x.state == api.TaskFailed || x.state == api.TaskCancelled || x.state == api.TaskSkipped) {
+				if x != t && !set[x] && (x.state == lifecycle.TaskFailed || x.state == lifecycle.TaskCancelled || x.state == lifecycle.TaskSkipped) {
 					delete(set, d)
 					changed = true
 					break
@@ -189,23 +190,23 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 		d.reason, d.detail = "", ""
 		d.unmet = 0
 		for _, x := range d.deps {
-			if x.state != api.TaskSucceeded {
+			if x.state != lifecycle.TaskSucceeded {
 				d.unmet++
 			}
 		}
-		e.set(d, api.TaskPending)
+		e.set(d, lifecycle.TaskPending)
 		e.record(r, d, entry.TaskUnskipped, map[string]any{"because": t.spec.ID})
 	}
 	t.unmet = 0
 	for _, x := range t.deps {
-		if x.state != api.TaskSucceeded {
+		if x.state != lifecycle.TaskSucceeded {
 			t.unmet++
 		}
 	}
 	if t.unmet == 0 {
 		e.becomeReady(t)
 	} else {
-		e.set(t, api.TaskPending)
+		e.set(t, lifecycle.TaskPending)
 	}
 	return nil
 }
@@ -214,7 +215,7 @@ func (e *Engine) sealCmd(r *run, actor string) error {
 	if r.sealed {
 		return nil
 	}
-	if !api.RunTerminal(r.state) {
+	if !lifecycle.RunEnded(r.state) {
 		return fmt.Errorf("%w: run %s is %s; only a run that ended can be sealed", ErrConflict, r.id, r.state)
 	}
 	e.record(r, nil, entry.RunSealRequested, map[string]any{entry.KeyBy: actor})

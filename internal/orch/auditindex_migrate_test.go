@@ -17,8 +17,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -78,7 +78,7 @@ func TestMigration_AuditIndexedByRun(t *testing.T) {
 				}
 			}
 			h := start(t, path, newNoopExec()) // migrates, loads the open run and finishes it
-			r := h.wait(openRunID, api.RunSucceeded)
+			r := h.wait(openRunID, lifecycle.RunSucceeded)
 			if r.ID != openRunID {
 				t.Fatalf("resumed run %q", r.ID)
 			}
@@ -136,7 +136,7 @@ func writeOldOrchDB(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State == api.RunSucceeded {
+		if r.State == lifecycle.RunSucceeded {
 			break
 		}
 		if time.Now().After(deadline) {

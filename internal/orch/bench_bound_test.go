@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -102,7 +102,7 @@ func runBound(b *testing.B, specs []spec, full bool, drain int) {
 	id := h.runToEnd(p)
 	elapsed := time.Since(t0)
 	b.StopTimer()
-	if r := h.wait(id); r.State != api.RunSucceeded {
+	if r := h.wait(id); r.State != lifecycle.RunSucceeded {
 		b.Fatalf("run %s", r.State)
 	}
 	var lat []time.Duration

@@ -14,8 +14,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // batchLog is an Observer that notes, for every committed batch, when its transaction began
@@ -79,7 +79,7 @@ func BenchmarkLayeredDAGLatency(b *testing.B) {
 		id := h.runToEnd(p)
 		elapsed, cpu := time.Since(t0), orch.ProcessCPU()-cpu0
 		b.StopTimer()
-		if r := h.wait(id); r.State != api.RunSucceeded {
+		if r := h.wait(id); r.State != lifecycle.RunSucceeded {
 			b.Fatalf("run %s", r.State)
 		}
 		h.stop()

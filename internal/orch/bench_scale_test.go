@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // commitCount is an Observer that counts committed batches.
@@ -67,7 +67,7 @@ func (x *timedExec) Start(ctx context.Context, a orch.Attempt, done func(orch.Ou
 	x.n.Add(1)
 	go func() {
 		x.ended[i].Store(int64(time.Since(x.t0)))
-		done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded})
+		done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
 	}()
 }
 
@@ -134,7 +134,7 @@ func benchLayered(b *testing.B, width, layers, lockNames int) {
 		liveMax, gcShare := heap()
 		r := h.wait(id)
 		b.StopTimer()
-		if r.State != api.RunSucceeded {
+		if r.State != lifecycle.RunSucceeded {
 			b.Fatalf("run %s", r.State)
 		}
 		var lat []time.Duration

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // noopExec completes every attempt at once, on its own goroutine, and records when each
@@ -39,7 +39,7 @@ func (n *noopExec) Start(ctx context.Context, a orch.Attempt, done func(orch.Out
 		n.mu.Lock()
 		n.ended[key] = time.Now()
 		n.mu.Unlock()
-		done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded})
+		done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
 	}()
 }
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
@@ -40,7 +40,7 @@ func budgetPlan(tb testing.TB, name string, n int, calls int64) *plan.Plan {
 
 // usesTwoCalls succeeds after two model calls costing $0.1 each.
 func usesTwoCalls(orch.Attempt) orch.Outcome {
-	return orch.Outcome{State: api.TaskSucceeded, Usage: &budget.Usage{InputTokens: 100, OutputTokens: 10, ModelCalls: 2, CostUSD: 0.2}}
+	return orch.Outcome{State: lifecycle.TaskSucceeded, Usage: &budget.Usage{InputTokens: 100, OutputTokens: 10, ModelCalls: 2, CostUSD: 0.2}}
 }
 
 // TestBudget_RunStopsFiring: a plan whose run budget is spent fires no further task; the
@@ -52,11 +52,11 @@ func TestBudget_RunStopsFiring(t *testing.T) {
 	h := start(t, "", ex)
 	id := h.runToEnd(budgetPlan(t, "capped", 4, 4))
 	r := h.wait(id)
-	if r.State != api.RunFailed {
+	if r.State != lifecycle.RunFailed {
 		t.Fatalf("run %s, want failed", r.State)
 	}
 	states := taskStates(r)
-	if states["t1"] != api.TaskSucceeded || states["t2"] != api.TaskSucceeded || states["t3"] != api.TaskFailed || states["t4"] != api.TaskSkipped {
+	if states["t1"] != lifecycle.TaskSucceeded || states["t2"] != lifecycle.TaskSucceeded || states["t3"] != lifecycle.TaskFailed || states["t4"] != lifecycle.TaskSkipped {
 		t.Fatalf("task states %v", states)
 	}
 	if got := r.Tasks[2]; got.Reason != "budget-exceeded" || !strings.Contains(got.Detail, "model call budget spent: 4 of 4 calls") || got.Attempts != 0 {
@@ -96,7 +96,7 @@ func TestBudget_RunUsageSurvivesRestart(t *testing.T) {
 	first := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "t2" {
 			<-release // held open while the engine stops
-			return orch.Outcome{State: api.TaskCancelled}
+			return orch.Outcome{State: lifecycle.TaskCancelled}
 		}
 		return usesTwoCalls(a)
 	})
@@ -114,14 +114,14 @@ func TestBudget_RunUsageSurvivesRestart(t *testing.T) {
 
 	// t2 re-attaches and ends with one more call: 3 of 3. t3 must not fire.
 	second := newFakeExec(func(a orch.Attempt) orch.Outcome {
-		return orch.Outcome{State: api.TaskSucceeded, Usage: &budget.Usage{ModelCalls: 1, CostUSD: 0.1}}
+		return orch.Outcome{State: lifecycle.TaskSucceeded, Usage: &budget.Usage{ModelCalls: 1, CostUSD: 0.1}}
 	})
 	h2 := start(t, path, second)
 	r := h2.wait(id)
 	if r.Usage == nil || r.Usage.ModelCalls != 3 {
 		t.Fatalf("usage after restart %+v, want t1's 2 calls and t2's 1", r.Usage)
 	}
-	if s := taskStates(r); s["t3"] != api.TaskFailed || r.Tasks[2].Reason != "budget-exceeded" {
+	if s := taskStates(r); s["t3"] != lifecycle.TaskFailed || r.Tasks[2].Reason != "budget-exceeded" {
 		t.Fatalf("t3 %s %s, want failed budget-exceeded", s["t3"], r.Tasks[2].Reason)
 	}
 	for _, a := range second.attempts() {

@@ -6,9 +6,9 @@ import (
 	"slices"
 
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/lifecycle"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // complete applies an attempt's end.
@@ -44,7 +44,7 @@ func (e *Engine) complete(o Outcome) {
 	}
 	e.b.ended = append(e.b.ended, end)
 	switch {
-	case o.State == api.TaskSucceeded && !(cancelled && t.gated()):
+	case o.State == lifecycle.TaskSucceeded && !(cancelled && t.gated()):
 		// (A cancel asked while gated work ran ends it cancelled: success must pass the gate.)
 		t.answer, t.parentID = "", ""
 		if t.role == causeReview {
@@ -63,39 +63,39 @@ func (e *Engine) complete(o Outcome) {
 		default:
 			e.succeed(t, details, o)
 		}
-	case cancelled || o.State == api.TaskCancelled:
-		t.reason, t.detail = "cancelled", o.Detail
-		e.set(t, api.TaskCancelled)
+	case cancelled || o.State == lifecycle.TaskCancelled:
+		t.reason, t.detail = lifecycle.ReasonCancelled, o.Detail
+		e.set(t, lifecycle.TaskCancelled)
 		e.record(r, t, entry.TaskCancelled, details)
-		e.skipDependents(t, "cancelled")
-	case o.State == api.TaskNeedsInput:
+		e.skipDependents(t, lifecycle.TaskCancelled)
+	case o.State == lifecycle.TaskNeedsInput:
 		t.question = o.Question
 		t.parentID = o.DispatchID
-		e.set(t, api.TaskNeedsInput)
+		e.set(t, lifecycle.TaskNeedsInput)
 		details["question_chars"] = int64(len(o.Question))
 		e.record(r, t, entry.TaskNeedsInput, details)
-	case o.Reason == ReasonVerifyFailed && loopOf(t).spec.OnFail != nil:
+	case o.Reason == lifecycle.ReasonVerifyFailed && loopOf(t).spec.OnFail != nil:
 		// Red work with a fix loop: the loop's next fix takes over (never a retry).
 		t.failures++
 		details["verdict_reason"], details[entry.KeyDetail] = verdictReason(o), o.Detail
-		e.reject(t, ReasonVerifyFailed, verdictReasons(t, o), details)
+		e.reject(t, lifecycle.ReasonVerifyFailed, verdictReasons(t, o), details)
 	default: // failed
 		t.failures++
 		t.reason, t.detail = o.Reason, o.Detail
 		details[entry.KeyReason], details[entry.KeyDetail] = o.Reason, o.Detail
 		if t.spec.Retry.Retryable(o.Reason) && t.failures < t.spec.Retry.MaxAttempts {
 			t.retryAt = now.Add(t.spec.Retry.Backoff(t.failures, e.opts.Rand))
-			e.set(t, api.TaskPending)
+			e.set(t, lifecycle.TaskPending)
 			e.startTimer(t)
 			details[entry.KeyRetryAt] = ts(t.retryAt)
 			e.record(r, t, entry.TaskRetryScheduled, details)
 		} else {
-			e.set(t, api.TaskFailed)
+			e.set(t, lifecycle.TaskFailed)
 			e.record(r, t, entry.TaskFailed, details)
-			e.skipDependents(t, "failed")
+			e.skipDependents(t, lifecycle.TaskFailed)
 		}
 	}
-	if t.role != "" && api.TaskTerminal(t.state) {
+	if t.role != "" && lifecycle.TaskEnded(t.state) {
 		e.ownedEnded(t)
 	}
 	e.settle(r)
@@ -110,30 +110,28 @@ func usageDetails(u budget.Usage) map[string]any {
 // failOverBudget ends a ready task that may not fire because its run's budget is spent.
 func (e *Engine) failOverBudget(t *task, spent string) {
 	unqueue(t)
-	t.reason, t.detail = reasonBudgetExceeded, "the run's budget is spent ("+spent+"); the task was not fired"
-	e.set(t, api.TaskFailed)
+	t.reason, t.detail = lifecycle.ReasonBudgetExceeded, "the run's budget is spent ("+spent+"); the task was not fired"
+	e.set(t, lifecycle.TaskFailed)
 	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: t.reason, entry.KeyDetail: t.detail})
-	e.skipDependents(t, "failed")
+	e.skipDependents(t, lifecycle.TaskFailed)
 	e.settle(t.run)
 }
 
-// reasonBudgetExceeded is dispatch's reason for a spent budget, used for a run's too.
-const reasonBudgetExceeded = "budget-exceeded"
-
-// skipDependents marks every transitive dependent of t that has not run `skipped`, naming t.
-func (e *Engine) skipDependents(t *task, why string) {
+// skipDependents marks every transitive dependent of t that has not run `skipped`, naming t
+// and the state it ended in (failed or cancelled).
+func (e *Engine) skipDependents(t *task, ancestorState string) {
 	stack := slices.Clone(t.dependents)
 	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if d.state != api.TaskPending && d.state != api.TaskReady {
+		if d.state != lifecycle.TaskPending && d.state != lifecycle.TaskReady {
 			continue
 		}
 		unqueue(d)
 		e.stopTimer(d)
-		d.reason, d.detail = "ancestor-"+why, "task "+t.spec.ID+" "+why
-		e.set(d, api.TaskSkipped)
-		e.record(d.run, d, entry.TaskSkipped, map[string]any{entry.KeyAncestor: t.spec.ID, entry.KeyWhy: why})
+		d.reason, d.detail = lifecycle.AncestorReason(ancestorState), "task "+t.spec.ID+" "+ancestorState
+		e.set(d, lifecycle.TaskSkipped)
+		e.record(d.run, d, entry.TaskSkipped, map[string]any{entry.KeyAncestor: t.spec.ID, entry.KeyWhy: ancestorState})
 		stack = append(stack, d.dependents...)
 	}
 }
@@ -144,35 +142,35 @@ func (e *Engine) settle(r *run) {
 	c := r.counts
 	var s string
 	switch {
-	case c[api.TaskRunning] > 0 || c[api.TaskReady] > 0 || r.backoff > 0:
-		s = api.RunRunning
-	case c[api.TaskNeedsInput] > 0 && !r.cancelRequested:
-		s = api.RunNeedsInput
-	case c[api.TaskPending] > 0 && !r.cancelRequested:
-		s = api.RunRunning // cannot happen: a pending task waits for a live ancestor
+	case c[lifecycle.TaskRunning] > 0 || c[lifecycle.TaskReady] > 0 || r.backoff > 0:
+		s = lifecycle.RunRunning
+	case c[lifecycle.TaskNeedsInput] > 0 && !r.cancelRequested:
+		s = lifecycle.RunNeedsInput
+	case c[lifecycle.TaskPending] > 0 && !r.cancelRequested:
+		s = lifecycle.RunRunning // cannot happen: a pending task waits for a live ancestor
 	case r.cancelRequested:
-		s = api.RunCancelled
-	case c[api.TaskSucceeded]+c[api.TaskRejected] == len(r.tasks): // a rejected fix was superseded by its loop
-		s = api.RunSucceeded
+		s = lifecycle.RunCancelled
+	case c[lifecycle.TaskSucceeded]+c[lifecycle.TaskRejected] == len(r.tasks): // a rejected fix was superseded by its loop
+		s = lifecycle.RunSucceeded
 	default:
-		s = api.RunFailed
+		s = lifecycle.RunFailed
 	}
 	if s == r.state {
 		return
 	}
 	r.state = s
 	e.b.runs[r] = true
-	if api.RunTerminal(s) {
+	if lifecycle.RunEnded(s) {
 		r.endedAt = e.opts.Now().UTC()
 		details := map[string]any{entry.KeyState: s, "counts": countsDetail(r)}
 		if !r.budget.IsZero() || !r.usage.IsZero() {
 			details["usage"] = usageDetails(r.usage)
 		}
-		if spent := r.budgetSpent(); spent != "" && s == api.RunFailed {
-			details[entry.KeyReason], details[entry.KeyDetail] = reasonBudgetExceeded, spent
+		if spent := r.budgetSpent(); spent != "" && s == lifecycle.RunFailed {
+			details[entry.KeyReason], details[entry.KeyDetail] = lifecycle.ReasonBudgetExceeded, spent
 		}
 		e.record(r, nil, entry.RunEnded, details)
-		if s != api.RunFailed {
+		if s != lifecycle.RunFailed {
 			e.seal(r)
 		}
 	} else {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -25,7 +26,7 @@ func TestEngine_DiamondRunsInDependencyOrder(t *testing.T) {
 		spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}}, spec{ID: "c", Deps: []string{"a"}},
 		spec{ID: "d", Deps: []string{"b", "c"}, Needs: map[string]any{"fix": map[string]any{"from": "b", "select": "patch"}}}))
 	r := h.wait(id)
-	if r.State != api.RunSucceeded || !r.Sealed {
+	if r.State != lifecycle.RunSucceeded || !r.Sealed {
 		t.Fatalf("run %s sealed=%v, want succeeded and sealed", r.State, r.Sealed)
 	}
 	order := map[string]int{}
@@ -46,9 +47,9 @@ func TestEngine_DiamondRunsInDependencyOrder(t *testing.T) {
 func TestEngine_TerminalFailureSkipsEveryDependent(t *testing.T) {
 	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "b" {
-			return orch.Outcome{State: api.TaskFailed, Reason: "denied", Detail: "not granted"}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: "denied", Detail: "not granted"}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", f)
 	id := h.submit(mkPlan(t, "cascade", 4,
@@ -59,7 +60,7 @@ func TestEngine_TerminalFailureSkipsEveryDependent(t *testing.T) {
 	if diff := cmp.Diff(want, taskStates(r)); diff != "" {
 		t.Errorf("states (-want +got):\n%s", diff)
 	}
-	if r.State != api.RunFailed || r.Sealed {
+	if r.State != lifecycle.RunFailed || r.Sealed {
 		t.Errorf("run %s sealed=%v, want failed and open (retry may still run it)", r.State, r.Sealed)
 	}
 	if n := countAttempts(f, "b"); n != 1 {
@@ -94,13 +95,13 @@ func TestEngine_RetriesRetryableReasonsWithBackoff(t *testing.T) {
 			fired[a.TaskID] = append(fired[a.TaskID], time.Since(t0))
 			switch {
 			case a.TaskID == "flaky" && tries["flaky"] < 3:
-				return orch.Outcome{State: api.TaskFailed, Reason: "provider-failed"}
+				return orch.Outcome{State: lifecycle.TaskFailed, Reason: "provider-failed"}
 			case a.TaskID == "broken":
-				return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed"}
+				return orch.Outcome{State: lifecycle.TaskFailed, Reason: "worker-failed"}
 			case a.TaskID == "strict":
-				return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed"}
+				return orch.Outcome{State: lifecycle.TaskFailed, Reason: "worker-failed"}
 			}
-			return orch.Outcome{State: api.TaskSucceeded}
+			return orch.Outcome{State: lifecycle.TaskSucceeded}
 		})
 		h := startOpts(t, "", f, orch.Options{Rand: func() float64 { return 0.5 }})
 		retry := map[string]any{"max_attempts": 3, "initial_backoff": "10s", "max_backoff": "15s"}
@@ -153,7 +154,7 @@ func TestEngine_ExclusiveLocksSerialiseSharedLocksCoexist(t *testing.T) {
 		mu.Lock()
 		delete(running, a.TaskID)
 		mu.Unlock()
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", f)
 	id := h.submit(mkPlan(t, "locks", 8,
@@ -161,7 +162,7 @@ func TestEngine_ExclusiveLocksSerialiseSharedLocksCoexist(t *testing.T) {
 		spec{ID: "r1", Locks: []any{map[string]any{"name": "db", "mode": "shared"}}},
 		spec{ID: "r2", Locks: []any{map[string]any{"name": "db", "mode": "shared"}}}))
 	r := h.wait(id)
-	if r.State != api.RunSucceeded {
+	if r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s", r.State)
 	}
 	sharedTogether := false
@@ -189,7 +190,7 @@ func TestEngine_LockWaiterDoesNotBlockTaskWithFreeLocks(t *testing.T) {
 		if a.TaskID == "holder" {
 			<-release
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", f)
 	// holder takes L; blocked (ready before free) waits for l; free needs nothing held.
@@ -210,7 +211,7 @@ func TestEngine_LockWaiterDoesNotBlockTaskWithFreeLocks(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	close(release)
-	if r := h.wait(id); r.State != api.RunSucceeded {
+	if r := h.wait(id); r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s", r.State)
 	}
 }
@@ -218,13 +219,13 @@ func TestEngine_LockWaiterDoesNotBlockTaskWithFreeLocks(t *testing.T) {
 func TestEngine_NeedsInputThenAnswerResumes(t *testing.T) {
 	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "ask" && a.Answer == "" {
-			return orch.Outcome{State: api.TaskNeedsInput, Question: "which branch?"}
+			return orch.Outcome{State: lifecycle.TaskNeedsInput, Question: "which branch?"}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", f)
 	id := h.submit(mkPlan(t, "ask", 2, spec{ID: "ask"}, spec{ID: "after", Deps: []string{"ask"}}))
-	r := h.wait(id, api.RunNeedsInput)
+	r := h.wait(id, lifecycle.RunNeedsInput)
 	if q := r.Tasks[0].Question; q != "which branch?" {
 		t.Errorf("question %q", q)
 	}
@@ -236,7 +237,7 @@ func TestEngine_NeedsInputThenAnswerResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = h.wait(id)
-	if r.State != api.RunSucceeded {
+	if r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s", r.State)
 	}
 	atts := f.attempts()
@@ -249,7 +250,7 @@ func TestEngine_CancelRunStopsEverythingAndNeverFiresAgain(t *testing.T) {
 	block := make(chan struct{})
 	f := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		<-block
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", f)
 	id := h.submit(mkPlan(t, "cancel", 1, spec{ID: "a"}, spec{ID: "b"}, spec{ID: "c", Deps: []string{"a"}}))
@@ -258,11 +259,11 @@ func TestEngine_CancelRunStopsEverythingAndNeverFiresAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := h.wait(id)
-	if r.State != api.RunCancelled || !r.Sealed {
+	if r.State != lifecycle.RunCancelled || !r.Sealed {
 		t.Fatalf("run %s sealed=%v, want cancelled and sealed", r.State, r.Sealed)
 	}
 	for _, task := range r.Tasks {
-		if task.State != api.TaskCancelled {
+		if task.State != lifecycle.TaskCancelled {
 			t.Errorf("task %s is %s, want cancelled", task.ID, task.State)
 		}
 	}
@@ -283,13 +284,13 @@ func TestEngine_RetryCommandRevivesSkippedDependents(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if a.TaskID == "b" && fail {
-			return orch.Outcome{State: api.TaskFailed, Reason: "denied"}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: "denied"}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", f)
 	id := h.submit(mkPlan(t, "retrycmd", 4, spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}}, spec{ID: "c", Deps: []string{"b"}}))
-	if r := h.wait(id); r.State != api.RunFailed {
+	if r := h.wait(id); r.State != lifecycle.RunFailed {
 		t.Fatalf("run %s, want failed", r.State)
 	}
 	mu.Lock()
@@ -299,7 +300,7 @@ func TestEngine_RetryCommandRevivesSkippedDependents(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := h.wait(id)
-	if diff := cmp.Diff(map[string]string{"a": "succeeded", "b": "succeeded", "c": "succeeded"}, taskStates(r)); diff != "" || r.State != api.RunSucceeded {
+	if diff := cmp.Diff(map[string]string{"a": "succeeded", "b": "succeeded", "c": "succeeded"}, taskStates(r)); diff != "" || r.State != lifecycle.RunSucceeded {
 		t.Errorf("after retry: run %s (-want +got):\n%s", r.State, diff)
 	}
 }
@@ -367,7 +368,7 @@ func TestEngine_ConcurrencyCapsRunningTasks(t *testing.T) {
 		mu.Lock()
 		cur--
 		mu.Unlock()
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", f)
 	var tasks []spec

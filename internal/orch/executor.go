@@ -80,17 +80,13 @@ type Outcome struct {
 	Usage *budget.Usage
 	// Verdict is the dispatch's verify gate verdict, nil when it had none or never reached
 	// it (it failed, asked a question or was cancelled first). A red verdict comes with
-	// State failed and Reason [ReasonVerifyFailed].
+	// State failed and Reason [lifecycle.ReasonVerifyFailed].
 	Verdict *verdict.Verdict
 	// Items holds the fan-out lists of Attempt.Lists, by path, once the attempt succeeded;
 	// Review a reviewer's review (nil: none read).
 	Items  map[string]ItemList
 	Review *Review
 }
-
-// ReasonVerifyFailed is the failure reason of an attempt whose verify gate was red
-// (dispatch.ReasonVerifyFailed); the retry policy never retries it.
-const ReasonVerifyFailed = "verify-failed"
 
 // Executor starts attempts and reports their ends.
 type Executor interface {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/jcs"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/strictjson"
@@ -407,7 +408,7 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 	added := make([]*task, len(specs))
 	for i := range specs {
 		spec := &specs[i]
-		t := &task{run: r, idx: len(r.tasks), spec: spec, state: api.TaskPending, qidx: -1, timerIdx: -1,
+		t := &task{run: r, idx: len(r.tasks), spec: spec, state: lifecycle.TaskPending, qidx: -1, timerIdx: -1,
 			ext: &ext{role: x.Cause, by: by}}
 		if keys != nil {
 			t.key = keys[i]
@@ -419,7 +420,7 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 			dep := r.byID[d]
 			t.deps = append(t.deps, dep)
 			dep.dependents = append(dep.dependents, t)
-			if dep.state != api.TaskSucceeded {
+			if dep.state != lifecycle.TaskSucceeded {
 				t.unmet++
 			}
 		}
@@ -427,7 +428,7 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 			t.locks = append(t.locks, lockReq{l: e.lock(l.Name), shared: l.Mode == "shared"})
 		}
 	}
-	r.counts[api.TaskPending] += len(added)
+	r.counts[lifecycle.TaskPending] += len(added)
 	e.held += len(added)
 	switch x.Cause {
 	case causeFanOut:
@@ -572,12 +573,12 @@ func extendedSpecs(ctx context.Context, db querier, id string, specs []plan.Reso
 func (e *Engine) cancelAdded(t *task) {
 	for _, set := range [][]*task{t.children, t.reviewers, t.fixes} {
 		for _, x := range set {
-			if api.TaskTerminal(x.state) {
+			if lifecycle.TaskEnded(x.state) {
 				continue
 			}
 			e.cancelTask(x)
-			if x.state == api.TaskCancelled {
-				e.skipDependents(x, "cancelled")
+			if x.state == lifecycle.TaskCancelled {
+				e.skipDependents(x, lifecycle.TaskCancelled)
 			}
 			e.cancelAdded(x)
 		}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // batchTimer is an Observer that hands over the batch whose entries hold kind, with how
@@ -45,7 +45,7 @@ func (g *gateExec) Start(ctx context.Context, a orch.Attempt, done func(orch.Out
 	go func() {
 		if a.TaskID == "split" {
 			<-g.split
-			done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": g.items}})
+			done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": g.items}})
 			return
 		}
 		<-g.release

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -107,10 +108,10 @@ func startWith(tb testing.TB, path string, exec orch.Executor, opts orch.Options
 func TestEngine_FanOut(t *testing.T) {
 	list := items(t, `[{"id": "alpha", "n": 1}, {"id": "beta"}, 7]`)
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
-		o := orch.Outcome{State: api.TaskSucceeded}
+		o := orch.Outcome{State: lifecycle.TaskSucceeded}
 		if a.TaskID == "split" {
 			if !slices.Equal(a.Lists, []string{"items.json"}) {
-				return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed", Detail: fmt.Sprintf("lists %v", a.Lists)}
+				return orch.Outcome{State: lifecycle.TaskFailed, Reason: "worker-failed", Detail: fmt.Sprintf("lists %v", a.Lists)}
 			}
 			o.Items = map[string]orch.ItemList{"items.json": list}
 		}
@@ -120,7 +121,7 @@ func TestEngine_FanOut(t *testing.T) {
 	h := startWith(t, "", exec, orch.Options{Observer: obs})
 	id := h.runToEnd(parsePlan(t, fanOutPlan))
 	r := h.wait(id)
-	if r.State != api.RunSucceeded {
+	if r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s: %v", r.State, taskStates(r))
 	}
 	want := map[string]string{"split": "succeeded", "each": "succeeded", "reduce": "succeeded",
@@ -218,19 +219,19 @@ func TestEngine_FanOutSurvivesRestart(t *testing.T) {
 	first := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		switch {
 		case a.TaskID == "split":
-			return orch.Outcome{State: api.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": list}}
+			return orch.Outcome{State: lifecycle.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": list}}
 		case a.TaskID == "each[a]":
-			return orch.Outcome{State: api.TaskSucceeded}
+			return orch.Outcome{State: lifecycle.TaskSucceeded}
 		}
 		<-hold // the others never end under this engine
-		return orch.Outcome{State: api.TaskFailed}
+		return orch.Outcome{State: lifecycle.TaskFailed}
 	})
 	path := filepath.Join(t.TempDir(), "orch.db")
 	h := start(t, path, first)
 	id := h.submit(parsePlan(t, fanOutPlan))
 	agoratest.WaitFor(t, 10*time.Second, "each[a] and five attempts", func() bool {
 		r, _ := h.eng.Status(context.Background(), id)
-		return stateOf(r, "each[a]") == api.TaskSucceeded && len(first.attempts()) == 5
+		return stateOf(r, "each[a]") == lifecycle.TaskSucceeded && len(first.attempts()) == 5
 	})
 	h.stop()
 	close(hold)
@@ -244,19 +245,19 @@ func TestEngine_FanOutSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if offline.Total != 7 || stateOf(offline, "each[d]") != api.TaskRunning || offline.Tasks[6].Added == nil {
+	if offline.Total != 7 || stateOf(offline, "each[d]") != lifecycle.TaskRunning || offline.Tasks[6].Added == nil {
 		t.Fatalf("offline status: %d tasks, each[d] %s, added %+v", offline.Total, stateOf(offline, "each[d]"), offline.Tasks[6].Added)
 	}
 
 	second := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "split" {
-			return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed", Detail: "split fired again after the restart"}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: "worker-failed", Detail: "split fired again after the restart"}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h2 := start(t, path, second)
 	r := h2.wait(id)
-	if r.State != api.RunSucceeded || r.Total != 7 {
+	if r.State != lifecycle.RunSucceeded || r.Total != 7 {
 		t.Fatalf("after the restart the run is %s with %d tasks: %v", r.State, r.Total, taskStates(r))
 	}
 	var reattached []string
@@ -293,13 +294,13 @@ func stateOf(r api.Run, id string) string {
 func TestEngine_FanOutRefused(t *testing.T) {
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "split" {
-			return orch.Outcome{State: api.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": {Err: "10001 items; at most 10000"}}}
+			return orch.Outcome{State: lifecycle.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": {Err: "10001 items; at most 10000"}}}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", exec)
 	r := h.wait(h.runToEnd(parsePlan(t, fanOutPlan)))
-	if r.State != api.RunFailed || r.Total != 3 {
+	if r.State != lifecycle.RunFailed || r.Total != 3 {
 		t.Fatalf("run %s with %d tasks, want failed with 3", r.State, r.Total)
 	}
 	if got := taskStates(r); got["split"] != "succeeded" || got["each"] != "failed" || got["reduce"] != "skipped" {
@@ -323,21 +324,21 @@ func TestEngine_FanOutItemFailsThenRetried(t *testing.T) {
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		switch a.TaskID {
 		case "split":
-			return orch.Outcome{State: api.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": items(t, `["x", "y"]`)}}
+			return orch.Outcome{State: lifecycle.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": items(t, `["x", "y"]`)}}
 		case "each[1]":
 			mu.Lock()
 			defer mu.Unlock()
 			if !failed {
 				failed = true
-				return orch.Outcome{State: api.TaskFailed, Reason: "denied"}
+				return orch.Outcome{State: lifecycle.TaskFailed, Reason: "denied"}
 			}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", exec)
 	id := h.runToEnd(parsePlan(t, fanOutPlan))
 	r := h.wait(id)
-	if got := taskStates(r); r.State != api.RunFailed || got["each"] != "skipped" || got["reduce"] != "skipped" || got["each[1]"] != "failed" {
+	if got := taskStates(r); r.State != lifecycle.RunFailed || got["each"] != "skipped" || got["reduce"] != "skipped" || got["each[1]"] != "failed" {
 		t.Fatalf("run %s: %v", r.State, got)
 	}
 	if d := r.Tasks[1].Detail; d != "task each[1] failed" {
@@ -346,7 +347,7 @@ func TestEngine_FanOutItemFailsThenRetried(t *testing.T) {
 	if err := h.eng.Retry(context.Background(), api.ActionRequest{Run: id, Task: "each[1]", Actor: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	r = h.wait(id, api.RunSucceeded)
+	r = h.wait(id, lifecycle.RunSucceeded)
 	if got := taskStates(r); got["each"] != "succeeded" || got["reduce"] != "succeeded" {
 		t.Errorf("after the retry: %v", got)
 	}
@@ -356,13 +357,13 @@ func TestEngine_FanOutItemFailsThenRetried(t *testing.T) {
 func TestEngine_FanOutEmpty(t *testing.T) {
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "split" {
-			return orch.Outcome{State: api.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": items(t, `[]`)}}
+			return orch.Outcome{State: lifecycle.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": items(t, `[]`)}}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", exec)
 	r := h.wait(h.runToEnd(parsePlan(t, fanOutPlan)))
-	if r.State != api.RunSucceeded || r.Total != 3 {
+	if r.State != lifecycle.RunSucceeded || r.Total != 3 {
 		t.Fatalf("run %s, %d tasks: %v", r.State, r.Total, taskStates(r))
 	}
 }
@@ -382,14 +383,14 @@ func TestEngine_FanOutTooManyProducts(t *testing.T) {
 	list := items(t, b.String())
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "split" {
-			return orch.Outcome{State: api.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": list}}
+			return orch.Outcome{State: lifecycle.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": list}}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", exec)
 	r := h.wait(h.runToEnd(parsePlan(t, fanOutPlan)))
 	reduce := r.Tasks[2]
-	if reduce.State != api.TaskFailed || reduce.Reason != "denied" || !strings.Contains(reduce.Detail, "hand it 1025 products; at most 1024") || reduce.Attempts != 0 {
+	if reduce.State != lifecycle.TaskFailed || reduce.Reason != "denied" || !strings.Contains(reduce.Detail, "hand it 1025 products; at most 1024") || reduce.Attempts != 0 {
 		t.Errorf("reduce %s %s %q after %d attempts", reduce.State, reduce.Reason, reduce.Detail, reduce.Attempts)
 	}
 }
@@ -416,7 +417,7 @@ tasks:
 // votes decides reviewers' reviews by task id; a task absent approves.
 func reviewer(votes map[string]orch.Review) func(a orch.Attempt) orch.Outcome {
 	return func(a orch.Attempt) orch.Outcome {
-		o := orch.Outcome{State: api.TaskSucceeded}
+		o := orch.Outcome{State: lifecycle.TaskSucceeded}
 		if a.Review {
 			v, ok := votes[a.TaskID]
 			if !ok {
@@ -435,7 +436,7 @@ func TestEngine_ReviewQuorumApproves(t *testing.T) {
 	h := start(t, "", exec)
 	id := h.runToEnd(parsePlan(t, reviewPlan(2, 0)))
 	r := h.wait(id)
-	if r.State != api.RunSucceeded {
+	if r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s: %v", r.State, taskStates(r))
 	}
 	if r.Total != 5 {
@@ -489,7 +490,7 @@ func TestEngine_ReviewRejectedRunsFixLoop(t *testing.T) {
 	h := start(t, "", exec)
 	id := h.runToEnd(parsePlan(t, reviewPlan(3, 2)))
 	r := h.wait(id)
-	if r.State != api.RunSucceeded {
+	if r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s: %v", r.State, taskStates(r))
 	}
 	want := map[string]string{"t": "succeeded", "after": "succeeded", "t.review-r1": "succeeded", "t.review-r2": "succeeded",
@@ -533,7 +534,7 @@ func TestEngine_ReviewRejectedRunsFixLoop(t *testing.T) {
 // naming the last reasons, its dependent is skipped, the run fails.
 func TestEngine_FixLoopSpent(t *testing.T) {
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
-		o := orch.Outcome{State: api.TaskSucceeded}
+		o := orch.Outcome{State: lifecycle.TaskSucceeded}
 		if a.Review {
 			o.Review = &orch.Review{Approve: false, Reasons: []string{"still wrong in " + a.TaskID}}
 		}
@@ -543,7 +544,7 @@ func TestEngine_FixLoopSpent(t *testing.T) {
 	id := h.runToEnd(parsePlan(t, reviewPlan(2, 2)))
 	r := h.wait(id)
 	got := taskStates(r)
-	if r.State != api.RunFailed || got["t"] != "failed" || got["after"] != "skipped" || got["t.fix-1"] != "rejected" || got["t.fix-2"] != "rejected" || got["t.fix-3"] != "" {
+	if r.State != lifecycle.RunFailed || got["t"] != "failed" || got["after"] != "skipped" || got["t.fix-1"] != "rejected" || got["t.fix-2"] != "rejected" || got["t.fix-3"] != "" {
 		t.Fatalf("run %s: %v", r.State, got)
 	}
 	tt := r.Tasks[0]
@@ -560,7 +561,7 @@ func TestEngine_ReviewRejectedWithoutLoop(t *testing.T) {
 	h := start(t, "", exec)
 	r := h.wait(h.runToEnd(parsePlan(t, reviewPlan(3, 0))))
 	tt := r.Tasks[0]
-	if r.State != api.RunFailed || tt.State != "failed" || tt.Reason != "review-rejected" ||
+	if r.State != lifecycle.RunFailed || tt.State != "failed" || tt.Reason != "review-rejected" ||
 		tt.Detail != `t.review-r1: final answer: read review: json: unknown field "Approve"` {
 		t.Fatalf("run %s, t %s %s %q", r.State, tt.State, tt.Reason, tt.Detail)
 	}
@@ -577,21 +578,21 @@ func TestEngine_ReviewSurvivesRestart(t *testing.T) {
 			return reviewer(nil)(a)
 		}
 		<-hold
-		return orch.Outcome{State: api.TaskFailed}
+		return orch.Outcome{State: lifecycle.TaskFailed}
 	})
 	path := filepath.Join(t.TempDir(), "orch.db")
 	h := start(t, path, first)
 	id := h.submit(parsePlan(t, reviewPlan(2, 0)))
 	agoratest.WaitFor(t, 10*time.Second, "both reviews", func() bool {
 		r, _ := h.eng.Status(context.Background(), id)
-		return stateOf(r, "t.review-r1") == api.TaskSucceeded && stateOf(r, "t.review-r2") == api.TaskSucceeded
+		return stateOf(r, "t.review-r1") == lifecycle.TaskSucceeded && stateOf(r, "t.review-r2") == lifecycle.TaskSucceeded
 	})
 	h.stop()
 	close(hold)
 	second := newFakeExec(reviewer(nil)) // r3 approves: 2 of 3, with r2
 	h2 := start(t, path, second)
 	r := h2.wait(id)
-	if r.State != api.RunSucceeded {
+	if r.State != lifecycle.RunSucceeded {
 		t.Fatalf("after the restart: %s %v", r.State, taskStates(r))
 	}
 	rev := auditAbout(t, h2, "run/"+id+"/task/t", "orch.task.reviewed")
@@ -609,20 +610,20 @@ func TestEngine_CancelReviewedTask(t *testing.T) {
 		if a.Review {
 			<-hold
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", exec)
 	id := h.submit(parsePlan(t, reviewPlan(2, 1)))
 	agoratest.WaitFor(t, 10*time.Second, "the third review running", func() bool {
 		r, _ := h.eng.Status(context.Background(), id)
-		return stateOf(r, "t.review-r3") == api.TaskRunning
+		return stateOf(r, "t.review-r3") == lifecycle.TaskRunning
 	})
 	if err := h.eng.Cancel(context.Background(), api.ActionRequest{Run: id, Task: "t", Actor: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	r := h.wait(id)
 	got := taskStates(r)
-	if r.State != api.RunFailed || got["t"] != "cancelled" || got["after"] != "skipped" || got["t.review-r1"] != "cancelled" {
+	if r.State != lifecycle.RunFailed || got["t"] != "cancelled" || got["after"] != "skipped" || got["t.review-r1"] != "cancelled" {
 		t.Errorf("run %s: %v", r.State, got)
 	}
 	if got["t.fix-1"] != "" {
@@ -652,19 +653,19 @@ func TestEngine_VerifyRedRunsFixLoop(t *testing.T) {
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		switch a.TaskID {
 		case "t":
-			return orch.Outcome{State: api.TaskFailed, Reason: orch.ReasonVerifyFailed, Detail: "verify: exit status 1", Verdict: &red}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: lifecycle.ReasonVerifyFailed, Detail: "verify: exit status 1", Verdict: &red}
 		case "t.fix-1":
 			if a.Verify == nil || a.Verify.Command[0] != "go" {
-				return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed", Detail: "the fix has no verify gate"}
+				return orch.Outcome{State: lifecycle.TaskFailed, Reason: "worker-failed", Detail: "the fix has no verify gate"}
 			}
-			return orch.Outcome{State: api.TaskSucceeded, Verdict: &green}
+			return orch.Outcome{State: lifecycle.TaskSucceeded, Verdict: &green}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", exec)
 	id := h.runToEnd(parsePlan(t, verifyLoopPlan))
 	r := h.wait(id)
-	if r.State != api.RunSucceeded {
+	if r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s: %v", r.State, taskStates(r))
 	}
 	byTask := map[string]orch.Attempt{}

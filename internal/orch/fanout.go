@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
@@ -13,9 +13,6 @@ import (
 // the engine adds F[KEY] for every item in the same transaction, each a dependency of F, so
 // F becomes done when its last item succeeds, and is skipped (naming the item) when one
 // fails for good, like any dependent.
-
-// reasonFanOutRefused is the reason a fan-out fails when its list cannot be used.
-const reasonFanOutRefused = "fan-out-refused"
 
 // ItemList is a fan-out list as the executor read it: its items, or why it cannot be used.
 type ItemList struct {
@@ -52,7 +49,7 @@ func containsString(ss []string, s string) bool {
 // fan-out whose list cannot be used fails with the reason, and its dependents are skipped.
 func (e *Engine) fanOut(t *task, o Outcome) {
 	for _, f := range t.fanOuts {
-		if f.state != api.TaskPending || f.extended {
+		if f.state != lifecycle.TaskPending || f.extended {
 			continue // cancelled or skipped meanwhile, or added already
 		}
 		path := listPath(f)
@@ -83,15 +80,15 @@ func (e *Engine) fanOut(t *task, o Outcome) {
 
 // fanOutFailed ends fan-out f failed: its list could not be used.
 func (e *Engine) fanOutFailed(f *task, detail string) {
-	f.reason, f.detail = reasonFanOutRefused, detail
-	e.set(f, api.TaskFailed)
+	f.reason, f.detail = lifecycle.ReasonFanOutRefused, detail
+	e.set(f, lifecycle.TaskFailed)
 	e.record(f.run, f, entry.TaskFailed, map[string]any{entry.KeyReason: f.reason, entry.KeyDetail: detail})
-	e.skipDependents(f, "failed")
+	e.skipDependents(f, lifecycle.TaskFailed)
 }
 
 // groupDone ends fan-out f succeeded: every item succeeded.
 func (e *Engine) groupDone(f *task) {
-	e.set(f, api.TaskSucceeded)
+	e.set(f, lifecycle.TaskSucceeded)
 	e.record(f.run, f, entry.TaskSucceeded, map[string]any{"items": int64(len(f.children))})
 	e.release(f)
 }
@@ -127,9 +124,9 @@ func (t *task) inputCount() int {
 func (e *Engine) failUnfired(t *task, reason, detail string) {
 	unqueue(t)
 	t.reason, t.detail = reason, detail
-	e.set(t, api.TaskFailed)
+	e.set(t, lifecycle.TaskFailed)
 	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: reason, entry.KeyDetail: detail})
-	e.skipDependents(t, "failed")
+	e.skipDependents(t, lifecycle.TaskFailed)
 	if t.role != "" {
 		e.ownedEnded(t)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/jcs"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Fix loops: a task T with on_fail.fix owns a loop. Its work, and each fix's, is a candidate
@@ -44,7 +44,7 @@ func (e *Engine) accept(c *task, details map[string]any) {
 		return
 	}
 	t := c.by
-	if t.state != api.TaskPending {
+	if t.state != lifecycle.TaskPending {
 		return // cancelled meanwhile
 	}
 	t.own().product = c
@@ -54,7 +54,7 @@ func (e *Engine) accept(c *task, details map[string]any) {
 
 // succeed ends t succeeded: its fan-outs are added, its dependents released.
 func (e *Engine) succeed(t *task, details map[string]any, o Outcome) {
-	e.set(t, api.TaskSucceeded)
+	e.set(t, lifecycle.TaskSucceeded)
 	e.record(t.run, t, entry.TaskSucceeded, details)
 	if len(t.fanOuts) > 0 && !t.run.cancelRequested {
 		e.fanOut(t, o)
@@ -69,7 +69,7 @@ func (e *Engine) release(t *task) {
 		return
 	}
 	for _, d := range t.dependents {
-		if d.state != api.TaskPending {
+		if d.state != lifecycle.TaskPending {
 			continue
 		}
 		d.unmet--
@@ -92,10 +92,10 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 	details[entry.KeyReason], details["reasons"] = reason, anyStrings(reasons)
 	if c != t {
 		c.reason, c.detail = reason, detail
-		e.set(c, api.TaskRejected)
+		e.set(c, lifecycle.TaskRejected)
 		e.record(c.run, c, entry.TaskRejected, details)
 	}
-	if t.state != api.TaskPending && t != c {
+	if t.state != lifecycle.TaskPending && t != c {
 		return // the loop's task was cancelled meanwhile
 	}
 	if f := t.spec.OnFail; f != nil && f.Fix != nil && len(t.fixes) < f.Fix.MaxAttempts {
@@ -104,14 +104,14 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 		if c == t {
 			// The judgment before its effect: the red work is rejected (its entry naming its
 			// dispatch) before the orch.run.extended entry of the fix it causes.
-			t.reason, t.detail = reasonAwaitingFix, detail
-			e.set(t, api.TaskPending)
+			t.reason, t.detail = lifecycle.ReasonAwaitingFix, detail
+			e.set(t, lifecycle.TaskPending)
 			e.record(t.run, t, entry.TaskRejected, details)
 		}
 		added, err := e.extend(t.run, t, row, c.dispatchID)
 		if err == nil && len(added) == 1 {
-			t.reason, t.detail = reasonAwaitingFix, added[0].spec.ID+" fixes: "+detail
-			e.set(t, api.TaskPending)
+			t.reason, t.detail = lifecycle.ReasonAwaitingFix, added[0].spec.ID+" fixes: "+detail
+			e.set(t, lifecycle.TaskPending)
 			e.becomeReady(added[0])
 			return
 		}
@@ -120,21 +120,21 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 		}
 	}
 	if len(t.fixes) > 0 {
-		reason, detail = reasonFixFailed, "after "+strconv.Itoa(len(t.fixes))+" fixes, the last ("+c.spec.ID+") was rejected: "+detail
+		reason, detail = lifecycle.ReasonFixFailed, "after "+strconv.Itoa(len(t.fixes))+" fixes, the last ("+c.spec.ID+") was rejected: "+detail
 	}
 	e.loopFailed(t, reason, detail)
 }
 
 // loopFailed ends loop task t failed.
 func (e *Engine) loopFailed(t *task, reason, detail string) {
-	if t.state != api.TaskPending && t.state != api.TaskRunning && t.state != api.TaskReady {
+	if t.state != lifecycle.TaskPending && t.state != lifecycle.TaskRunning && t.state != lifecycle.TaskReady {
 		return
 	}
 	unqueue(t)
 	t.reason, t.detail = reason, detail
-	e.set(t, api.TaskFailed)
+	e.set(t, lifecycle.TaskFailed)
 	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: reason, entry.KeyDetail: detail})
-	e.skipDependents(t, "failed")
+	e.skipDependents(t, lifecycle.TaskFailed)
 }
 
 // ownedEnded is called when a reviewer or a fix reaches a terminal state other than by its
@@ -148,10 +148,10 @@ func (e *Engine) ownedEnded(x *task) {
 	case causeReview:
 		e.reviewEnded(x)
 	case causeFix:
-		if x.state == api.TaskFailed || x.state == api.TaskCancelled || x.state == api.TaskSkipped {
+		if x.state == lifecycle.TaskFailed || x.state == lifecycle.TaskCancelled || x.state == lifecycle.TaskSkipped {
 			t := x.by
-			if t.state == api.TaskPending && t.reason == reasonAwaitingFix {
-				e.loopFailed(t, reasonFixFailed, "fix "+x.spec.ID+" "+x.state+": "+orNone(x.reason))
+			if t.state == lifecycle.TaskPending && t.reason == lifecycle.ReasonAwaitingFix {
+				e.loopFailed(t, lifecycle.ReasonFixFailed, "fix "+x.spec.ID+" "+x.state+": "+orNone(x.reason))
 			}
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // heldLog records what Options.Held is told.
@@ -64,14 +64,14 @@ func TestEngine_HeldFollowsTheWork(t *testing.T) {
 	list := items(t, `[{"id": "a"}, {"id": "b"}, {"id": "c"}]`)
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "split" {
-			return orch.Outcome{State: api.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": list}}
+			return orch.Outcome{State: lifecycle.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": list}}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	log := &heldLog{}
 	h := startWith(t, "", exec, orch.Options{Held: log.held})
 	id := h.runToEnd(parsePlan(t, fanOutPlan))
-	if r := h.wait(id); r.State != api.RunSucceeded || r.Total != 6 {
+	if r := h.wait(id); r.State != lifecycle.RunSucceeded || r.Total != 6 {
 		t.Fatalf("run %s with %d tasks: %v", r.State, r.Total, taskStates(r))
 	}
 	h.stop()
@@ -86,7 +86,7 @@ func TestEngine_HeldFollowsTheWork(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
 	ahead := &heldLog{}
-	h = startWith(t, "", newFakeExec(func(orch.Attempt) orch.Outcome { <-hold; return orch.Outcome{State: api.TaskFailed} }), orch.Options{Held: ahead.held})
+	h = startWith(t, "", newFakeExec(func(orch.Attempt) orch.Outcome { <-hold; return orch.Outcome{State: lifecycle.TaskFailed} }), orch.Options{Held: ahead.held})
 	first := h.submit(parsePlan(t, fanOutPlan))
 	if again := h.submit(parsePlan(t, fanOutPlan)); again != first {
 		t.Fatalf("the same plan again made run %s, want the open run %s", again, first)
@@ -100,14 +100,14 @@ func TestEngine_HeldFollowsTheWork(t *testing.T) {
 	// A run open at a restart is held again, and told before anything else happens.
 	blocked := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		<-hold
-		return orch.Outcome{State: api.TaskFailed}
+		return orch.Outcome{State: lifecycle.TaskFailed}
 	})
 	path := filepath.Join(t.TempDir(), "orch.db")
 	h = startWith(t, path, blocked, orch.Options{})
 	h.submit(parsePlan(t, fanOutPlan))
 	h.stop()
 	again := &heldLog{}
-	h = startWith(t, path, newFakeExec(func(orch.Attempt) orch.Outcome { <-hold; return orch.Outcome{State: api.TaskFailed} }), orch.Options{Held: again.held})
+	h = startWith(t, path, newFakeExec(func(orch.Attempt) orch.Outcome { <-hold; return orch.Outcome{State: lifecycle.TaskFailed} }), orch.Options{Held: again.held})
 	h.eng.Stats(t.Context()) // a round trip: Run has started and told what it loaded
 	if got := again.get(); len(got) == 0 || got[0] != 3 {
 		t.Errorf("after a restart Held was told %v first, want the loaded run's 3 tasks", got)

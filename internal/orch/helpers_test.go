@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -105,7 +106,7 @@ func (f *fakeExec) decideOrCancel(a orch.Attempt, cancel chan struct{}) orch.Out
 	case o := <-res:
 		return o
 	case <-cancel:
-		return orch.Outcome{State: api.TaskCancelled, Reason: "cancelled"}
+		return orch.Outcome{State: lifecycle.TaskCancelled, Reason: "cancelled"}
 	}
 }
 
@@ -130,7 +131,7 @@ func (f *fakeExec) problems() []string {
 	return append([]string(nil), f.errs...)
 }
 
-func succeed(orch.Attempt) orch.Outcome { return orch.Outcome{State: api.TaskSucceeded} }
+func succeed(orch.Attempt) orch.Outcome { return orch.Outcome{State: lifecycle.TaskSucceeded} }
 
 // harness runs an engine on a real SQLite file.
 type harness struct {
@@ -209,7 +210,7 @@ func (h *harness) submit(p *plan.Plan) string {
 func (h *harness) wait(id string, states ...string) api.Run {
 	h.tb.Helper()
 	if len(states) == 0 {
-		states = []string{api.RunSucceeded, api.RunFailed, api.RunCancelled}
+		states = []string{lifecycle.RunSucceeded, lifecycle.RunFailed, lifecycle.RunCancelled}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {

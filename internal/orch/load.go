@@ -11,7 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
@@ -82,9 +82,9 @@ func (e *Engine) load(ctx context.Context) error {
 				e.seq = t.readySeq
 			}
 			switch t.state {
-			case api.TaskReady:
+			case lifecycle.TaskReady:
 				ready = append(ready, t)
-			case api.TaskRunning:
+			case lifecycle.TaskRunning:
 				e.live[t.dispatchID] = t
 				for _, lr := range t.locks {
 					lr.l.acquire(t, lr.shared)
@@ -92,7 +92,7 @@ func (e *Engine) load(ctx context.Context) error {
 				r.running++
 				r.q.running++
 				e.reattach = append(e.reattach, t)
-			case api.TaskPending:
+			case lifecycle.TaskPending:
 				if !t.retryAt.IsZero() {
 					e.startTimer(t)
 				}
@@ -139,7 +139,7 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 		if retryAt != "" {
 			t.retryAt, _ = time.Parse(time.RFC3339Nano, retryAt)
 		}
-		if t.state == api.TaskNeedsInput || t.answer != "" {
+		if t.state == lifecycle.TaskNeedsInput || t.answer != "" {
 			t.parentID = t.dispatchID
 		}
 		r.counts[state]++
@@ -155,9 +155,9 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 		return err
 	}
 	for _, t := range r.tasks {
-		if t.state == api.TaskSucceeded {
+		if t.state == lifecycle.TaskSucceeded {
 			for _, f := range slices.Backward(t.fixes) {
-				if f.state == api.TaskSucceeded {
+				if f.state == lifecycle.TaskSucceeded {
 					t.own().product = f // the fix the loop succeeded with
 					break
 				}
@@ -165,11 +165,11 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 		}
 		t.unmet = 0
 		for _, d := range t.deps {
-			if d.state != api.TaskSucceeded {
+			if d.state != lifecycle.TaskSucceeded {
 				t.unmet++
 			}
 		}
-		if t.state != api.TaskRunning && t.answer != "" {
+		if t.state != lifecycle.TaskRunning && t.answer != "" {
 			// Answered but not running: the latest attempt asked (its answer is still to
 			// fire), or it was the answer and failed (its retry answers the same question:
 			// the one its parent asked).
@@ -178,11 +178,11 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 			if err != nil {
 				return fmt.Errorf("load attempt %s of run %s: %w", t.dispatchID, r.id, err)
 			}
-			if state != api.TaskNeedsInput && parent != "" {
+			if state != lifecycle.TaskNeedsInput && parent != "" {
 				t.parentID = parent
 			}
 		}
-		if t.state == api.TaskRunning {
+		if t.state == lifecycle.TaskRunning {
 			var parent string
 			err := db.QueryRowContext(ctx, `SELECT parent_id FROM attempts WHERE dispatch_id = ?`, t.dispatchID).Scan(&parent)
 			if err != nil {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -47,7 +47,7 @@ func TestMigration_RunPlansMoveOut(t *testing.T) {
 	old.Close()
 
 	h := start(t, path, newNoopExec())
-	r := h.wait("R1", api.RunSucceeded)
+	r := h.wait("R1", lifecycle.RunSucceeded)
 	if r.Name != "old" || r.Total != 2 || r.PlanDigest != p.Digest() {
 		t.Fatalf("migrated run = %+v", r)
 	}
@@ -128,7 +128,7 @@ func TestMigration_RunIdentity(t *testing.T) {
 	old.Close()
 
 	h := start(t, path, newNoopExec())
-	if r := h.wait("R2", api.RunSucceeded); r.Name != "open" || r.Total != 1 {
+	if r := h.wait("R2", lifecycle.RunSucceeded); r.Name != "open" || r.Total != 1 {
 		t.Errorf("the open run after the migration: %+v", r)
 	}
 	r1, err := h.eng.Status(t.Context(), "R1")

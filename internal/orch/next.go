@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -12,12 +13,12 @@ import (
 // answers a run's question, and a lead that watches again is answered at once). "" when no
 // task waits for an answer, or the run is being cancelled.
 func nextStep(r api.Run) string {
-	if r.CancelAsked || api.RunTerminal(r.State) {
+	if r.CancelAsked || lifecycle.RunEnded(r.State) {
 		return ""
 	}
 	var cmds, tasks []string
 	for _, t := range r.Tasks {
-		if t.State == api.TaskNeedsInput {
+		if t.State == lifecycle.TaskNeedsInput {
 			cmds = append(cmds, "`"+api.AnswerCommand(r.ID, t.ID)+"`")
 			tasks = append(tasks, t.ID)
 		}
@@ -31,7 +32,7 @@ func nextStep(r api.Run) string {
 	}
 	msg := fmt.Sprintf("%s only a person can answer: a person must run %s on the host (no MCP tool answers a run's question)",
 		who, strings.Join(cmds, " and "))
-	if r.State == api.RunNeedsInput {
+	if r.State == lifecycle.RunNeedsInput {
 		msg = fmt.Sprintf("run %s waits for a person: %s; until then nothing in it moves and watching it returns at once", r.ID, msg)
 	}
 	return msg

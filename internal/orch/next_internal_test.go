@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -14,19 +15,19 @@ func TestNextStep(t *testing.T) {
 	asks := func(state string, cancel bool, tasks ...api.Task) api.Run {
 		return api.Run{ID: "R1", State: state, CancelAsked: cancel, Tasks: tasks}
 	}
-	q := func(id string) api.Task { return api.Task{ID: id, State: api.TaskNeedsInput} }
-	busy := api.Task{ID: "b", State: api.TaskRunning}
+	q := func(id string) api.Task { return api.Task{ID: id, State: lifecycle.TaskNeedsInput} }
+	busy := api.Task{ID: "b", State: lifecycle.TaskRunning}
 	for _, tc := range []struct {
 		name string
 		run  api.Run
 		want []string // substrings; nil wants ""
 	}{
-		{"one", asks(api.RunNeedsInput, false, q("a")), []string{"run R1 waits for a person: task a asks", "`agora orch answer R1 a --answer TEXT`", "watching it returns at once"}},
-		{"two", asks(api.RunNeedsInput, false, q("a"), q("c")), []string{"tasks a, c ask questions", "`agora orch answer R1 a --answer TEXT` and `agora orch answer R1 c --answer TEXT`"}},
-		{"others run", asks(api.RunRunning, false, q("a"), busy), []string{"task a asks a question only a person can answer"}},
-		{"cancelling", asks(api.RunNeedsInput, true, q("a")), nil},
-		{"ended", asks(api.RunFailed, false, q("a")), nil},
-		{"nobody asks", asks(api.RunRunning, false, busy), nil},
+		{"one", asks(lifecycle.RunNeedsInput, false, q("a")), []string{"run R1 waits for a person: task a asks", "`agora orch answer R1 a --answer TEXT`", "watching it returns at once"}},
+		{"two", asks(lifecycle.RunNeedsInput, false, q("a"), q("c")), []string{"tasks a, c ask questions", "`agora orch answer R1 a --answer TEXT` and `agora orch answer R1 c --answer TEXT`"}},
+		{"others run", asks(lifecycle.RunRunning, false, q("a"), busy), []string{"task a asks a question only a person can answer"}},
+		{"cancelling", asks(lifecycle.RunNeedsInput, true, q("a")), nil},
+		{"ended", asks(lifecycle.RunFailed, false, q("a")), nil},
+		{"nobody asks", asks(lifecycle.RunRunning, false, busy), nil},
 	} {
 		got := nextStep(tc.run)
 		if tc.want == nil && got != "" {
@@ -40,7 +41,7 @@ func TestNextStep(t *testing.T) {
 				t.Errorf("%s: next = %q, want it to hold %q", tc.name, got, w)
 			}
 		}
-		if tc.run.State == api.RunRunning && strings.Contains(got, "waits for a person") {
+		if tc.run.State == lifecycle.RunRunning && strings.Contains(got, "waits for a person") {
 			t.Errorf("%s: next = %q says the run waits while other tasks run", tc.name, got)
 		}
 	}

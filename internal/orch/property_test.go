@@ -13,8 +13,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // propertyChecks is how many random cases TestEngine_Properties tries in `go test` (make
@@ -99,13 +99,13 @@ func TestEngine_Properties(t *testing.T) {
 			var o orch.Outcome
 			switch {
 			case k <= 5:
-				o = orch.Outcome{State: api.TaskSucceeded}
+				o = orch.Outcome{State: lifecycle.TaskSucceeded}
 			case k <= 7:
-				o = orch.Outcome{State: api.TaskFailed, Reason: "provider-failed"}
+				o = orch.Outcome{State: lifecycle.TaskFailed, Reason: "provider-failed"}
 			default:
-				o = orch.Outcome{State: api.TaskFailed, Reason: "denied"}
+				o = orch.Outcome{State: lifecycle.TaskFailed, Reason: "denied"}
 			}
-			if o.State == api.TaskSucceeded {
+			if o.State == lifecycle.TaskSucceeded {
 				mu.Lock()
 				succeeded[a.RunName+"/"+a.TaskID] = true
 				mu.Unlock()
@@ -144,23 +144,23 @@ func TestEngine_Properties(t *testing.T) {
 			r := h.wait(id)
 			states := taskStates(r)
 			for tid, st := range states {
-				if !api.TaskTerminal(st) {
+				if !lifecycle.TaskEnded(st) {
 					rt.Fatalf("%s/%s ended %s, not terminal", name, tid, st)
 				}
 				ancestorFailed := false
 				allDepsSucceeded := true
 				for _, d := range tasks[name][tid].deps {
-					if states[d] == api.TaskFailed || states[d] == api.TaskSkipped {
+					if states[d] == lifecycle.TaskFailed || states[d] == lifecycle.TaskSkipped {
 						ancestorFailed = true
 					}
-					if states[d] != api.TaskSucceeded {
+					if states[d] != lifecycle.TaskSucceeded {
 						allDepsSucceeded = false
 					}
 				}
-				if ancestorFailed != (st == api.TaskSkipped) {
+				if ancestorFailed != (st == lifecycle.TaskSkipped) {
 					rt.Fatalf("%s/%s is %s; an ancestor failed: %v", name, tid, st, ancestorFailed)
 				}
-				if st == api.TaskSucceeded && !allDepsSucceeded {
+				if st == lifecycle.TaskSucceeded && !allDepsSucceeded {
 					rt.Fatalf("%s/%s succeeded before its dependencies", name, tid)
 				}
 			}

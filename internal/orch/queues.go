@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -107,7 +108,7 @@ func (e *Engine) queueStats() []api.Queue {
 		}
 		s := out[r.q.name]
 		s.Runs++
-		s.Depth += r.counts[api.TaskReady]
+		s.Depth += r.counts[lifecycle.TaskReady]
 	}
 	qs := make([]api.Queue, 0, len(out))
 	for _, name := range slices.Sorted(maps.Keys(out)) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -79,7 +80,7 @@ func TestEngine_QueueBoundsAcrossRuns(t *testing.T) {
 		mu.Lock()
 		live[q]--
 		mu.Unlock()
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := startOpts(t, "", exec, orch.Options{Queues: map[string]int{"default": 3, "serial": 1}})
 	queueOf["a"], queueOf["b"], queueOf["c"] = "serial", "serial", "default"
@@ -89,7 +90,7 @@ func TestEngine_QueueBoundsAcrossRuns(t *testing.T) {
 		h.submit(queuedPlan(t, "c", "", 8, 12)),
 	}
 	for _, id := range ids {
-		if r := h.wait(id); r.State != api.RunSucceeded {
+		if r := h.wait(id); r.State != lifecycle.RunSucceeded {
 			t.Fatalf("run %s ended %s", id, r.State)
 		}
 	}
@@ -115,7 +116,7 @@ func TestEngine_QueuesStatsAndRestart(t *testing.T) {
 	release := make(chan struct{})
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		<-release
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	path := filepath.Join(t.TempDir(), "orch.db")
 	h := startOpts(t, path, exec, orch.Options{Queues: map[string]int{"default": 5, "nightly": 2}})
@@ -142,7 +143,7 @@ func TestEngine_QueuesStatsAndRestart(t *testing.T) {
 	// re-attached attempts hold the queue's slots until they end.
 	exec2 := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		<-release
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h2 := startOpts(t, path, exec2, orch.Options{Queues: map[string]int{"default": 5}})
 	agoratest.WaitFor(t, 10*time.Second, "two attempts after the restart", func() bool { return len(exec2.attempts()) == 2 })
@@ -158,7 +159,7 @@ func TestEngine_QueuesStatsAndRestart(t *testing.T) {
 		t.Errorf("Queues after restart (-want +got):\n%s", diff)
 	}
 	close(release)
-	if r := h2.wait(id); r.State != api.RunSucceeded {
+	if r := h2.wait(id); r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run ended %s", r.State)
 	}
 	if exec2.maxLive > 2 {

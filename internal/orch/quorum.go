@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Review quorum: when a task with a review finishes its work (its attempt succeeded, its
@@ -17,19 +17,11 @@ import (
 // approved at the threshold (orch.task.reviewed), else it is rejected: the fix loop runs, or
 // the task fails naming the reasons.
 
-// Reasons a task fails with when its work is judged.
-const (
-	reasonReviewRejected = "review-rejected"
-	reasonFixFailed      = "fix-failed"
-	reasonAwaitingReview = "awaiting-review"
-	reasonAwaitingFix    = "awaiting-fix"
-)
-
 // settledReason is a stored task row's reason and detail as a reader shows them: a succeeded
 // task awaits nothing, so the awaiting-review or awaiting-fix reason (and the reviewers or fixes
 // its detail names) that an older agora left on the row of work it accepted reads as none.
 func settledReason(state, reason, detail string) (string, string) {
-	if state == api.TaskSucceeded && (reason == reasonAwaitingReview || reason == reasonAwaitingFix) {
+	if state == lifecycle.TaskSucceeded && (reason == lifecycle.ReasonAwaitingReview || reason == lifecycle.ReasonAwaitingFix) {
 		return "", ""
 	}
 	return reason, detail
@@ -42,13 +34,13 @@ func (e *Engine) startReview(c *task, details map[string]any) bool {
 		return false
 	}
 	r := c.run
-	c.reason, c.detail = reasonAwaitingReview, ""
-	e.set(c, api.TaskPending)
+	c.reason, c.detail = lifecycle.ReasonAwaitingReview, ""
+	e.set(c, lifecycle.TaskPending)
 	details["awaiting"] = "review"
 	e.record(r, c, entry.TaskProduced, details)
 	added, err := e.extend(r, c, extRow{Cause: causeReview, Task: c.spec.ID, Data: mustJCS(reviewData{FromDispatch: c.dispatchID})}, c.dispatchID)
 	if err != nil {
-		e.reject(c, reasonReviewRejected, []string{"its reviewers could not be added: " + err.Error()}, nil)
+		e.reject(c, lifecycle.ReasonReviewRejected, []string{"its reviewers could not be added: " + err.Error()}, nil)
 		return true
 	}
 	ids := make([]string, len(c.reviewers))
@@ -66,19 +58,19 @@ func (e *Engine) startReview(c *task, details map[string]any) bool {
 // reviewEnded counts reviewer rv's end toward its task's quorum, deciding once all ended.
 func (e *Engine) reviewEnded(rv *task) {
 	c := rv.by
-	if c.state != api.TaskPending || c.reason != reasonAwaitingReview || c.run.cancelRequested {
+	if c.state != lifecycle.TaskPending || c.reason != lifecycle.ReasonAwaitingReview || c.run.cancelRequested {
 		return
 	}
 	approvals := 0
 	var reasons []string
 	for _, x := range c.reviewers {
-		if !api.TaskTerminal(x.state) {
+		if !lifecycle.TaskEnded(x.state) {
 			return
 		}
 		switch {
-		case x.state == api.TaskSucceeded && x.vote != nil && x.vote.Approve:
+		case x.state == lifecycle.TaskSucceeded && x.vote != nil && x.vote.Approve:
 			approvals++
-		case x.state == api.TaskSucceeded && x.vote != nil:
+		case x.state == lifecycle.TaskSucceeded && x.vote != nil:
 			reasons = append(reasons, reviewReasons(x)...)
 		default:
 			reasons = append(reasons, x.spec.ID+" "+x.state+": "+orNone(x.reason))
@@ -95,7 +87,7 @@ func (e *Engine) reviewEnded(rv *task) {
 		e.accept(c, map[string]any{entry.KeyAttempt: int64(c.attempts), "product": c.dispatchID, "reviewed": true})
 		return
 	}
-	e.reject(c, reasonReviewRejected, reasons, nil)
+	e.reject(c, lifecycle.ReasonReviewRejected, reasons, nil)
 }
 
 // reviewReasons are a rejecting reviewer's reasons, each prefixed with its task id.

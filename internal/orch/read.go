@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/verdict"
@@ -196,7 +197,7 @@ func setProducts(tasks []api.Task, planTasks int) {
 	var index map[string]int
 	for i := planTasks; i < len(tasks); i++ {
 		x := &tasks[i]
-		if x.Added == nil || x.Added.Cause != causeFix || x.State != api.TaskSucceeded {
+		if x.Added == nil || x.Added.Cause != causeFix || x.State != lifecycle.TaskSucceeded {
 			continue
 		}
 		if index == nil {
@@ -205,7 +206,7 @@ func setProducts(tasks []api.Task, planTasks int) {
 				index[tasks[j].ID] = j
 			}
 		}
-		if j, ok := index[x.Added.Task]; ok && tasks[j].State == api.TaskSucceeded {
+		if j, ok := index[x.Added.Task]; ok && tasks[j].State == lifecycle.TaskSucceeded {
 			tasks[j].Product = x.DispatchID
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/errclass"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/verdict"
@@ -439,7 +440,7 @@ func extensionOf(ctx context.Context, q querier, ov *overlay, id string, t *Task
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("task %s: read its extension: %w", t.ID, err)
 	}
-	if t.State != api.TaskSucceeded {
+	if t.State != lifecycle.TaskSucceeded {
 		return nil
 	}
 	// The fixes' rows, newest first; the first that succeeded (as ov leaves it) is the product.
@@ -458,7 +459,7 @@ func extensionOf(ctx context.Context, q querier, ov *overlay, id string, t *Task
 		if img, ok := ov.task(id, idx); ok {
 			state, dispatchID = img.state, img.dispatchID
 		}
-		if state == api.TaskSucceeded {
+		if state == lifecycle.TaskSucceeded {
 			t.Product = dispatchID
 			break
 		}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -22,7 +22,7 @@ type slowExec struct{ wait time.Duration }
 func (s slowExec) Start(ctx context.Context, a orch.Attempt, done func(orch.Outcome)) {
 	go func() {
 		time.Sleep(s.wait)
-		done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded})
+		done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
 	}()
 }
 
@@ -85,7 +85,7 @@ func TestReader_RacingBatches(t *testing.T) {
 	run := h.wait(id)
 	close(stopReading)
 	wg.Wait()
-	if run.State != api.RunSucceeded {
+	if run.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s", run.State)
 	}
 	for _, p := range problems {
@@ -128,7 +128,7 @@ func readerSnapshot(ctx context.Context, db *sql.DB, r *orch.Reader, id string, 
 	}
 	for _, row := range rows {
 		switch row.State {
-		case api.TaskSucceeded, api.TaskRunning:
+		case lifecycle.TaskSucceeded, lifecycle.TaskRunning:
 			if row.DispatchID == "" || row.Attempts != 1 {
 				problems = append(problems, fmt.Sprintf("task %s %s with dispatch %q and %d attempts", row.ID, row.State, row.DispatchID, row.Attempts))
 			}
@@ -150,19 +150,19 @@ func readerSnapshot(ctx context.Context, db *sql.DB, r *orch.Reader, id string, 
 	}
 	doneAttempts, doneTasks, orphans, behind := 0, 0, 0, 0
 	for _, a := range s.Attempts {
-		if a.State == api.TaskSucceeded {
+		if a.State == lifecycle.TaskSucceeded {
 			doneAttempts++
 		}
 	}
 	for _, t := range s.Tasks {
 		a, ok := s.Attempts[t.DispatchID]
-		if t.State == api.TaskSucceeded {
+		if t.State == lifecycle.TaskSucceeded {
 			doneTasks++
 		}
-		if t.State == api.TaskRunning && (!ok || a.State != "live") {
+		if t.State == lifecycle.TaskRunning && (!ok || a.State != "live") {
 			orphans++
 		}
-		if ok && (t.State == api.TaskSucceeded) != (a.State == api.TaskSucceeded) {
+		if ok && (t.State == lifecycle.TaskSucceeded) != (a.State == lifecycle.TaskSucceeded) {
 			behind++
 		}
 	}

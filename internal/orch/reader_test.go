@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
@@ -20,16 +21,16 @@ func TestReader_AgreesWithStatus(t *testing.T) {
 	h := start(t, "", newFakeExec(func(a orch.Attempt) orch.Outcome {
 		switch a.TaskID {
 		case "bad":
-			return orch.Outcome{State: api.TaskFailed, Reason: "denied", Detail: "repository /x/y is not a directory"}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: "denied", Detail: "repository /x/y is not a directory"}
 		case "ask":
-			return orch.Outcome{State: api.TaskNeedsInput, Question: "which?"}
+			return orch.Outcome{State: lifecycle.TaskNeedsInput, Question: "which?"}
 		}
-		return orch.Outcome{State: api.TaskSucceeded, Usage: &budget.Usage{InputTokens: 10, OutputTokens: 3, ModelCalls: 1, CostUSD: 0.1}}
+		return orch.Outcome{State: lifecycle.TaskSucceeded, Usage: &budget.Usage{InputTokens: 10, OutputTokens: 3, ModelCalls: 1, CostUSD: 0.1}}
 	}))
 	p := mkPlan(t, "mixed", 4, spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}, Locks: []any{"l"}}, spec{ID: "bad"}, spec{ID: "ask"},
 		spec{ID: "after", Deps: []string{"bad"}}, spec{ID: "c", Deps: []string{"a"}})
 	id := h.submit(p)
-	want := h.wait(id, api.RunFailed, api.RunNeedsInput)
+	want := h.wait(id, lifecycle.RunFailed, lifecycle.RunNeedsInput)
 	ro, err := store.OpenReadOnly(context.Background(), h.path)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestReader_AgreesWithStatus(t *testing.T) {
 			t.Errorf("task row %+v, Status says %+v", row.Task, w)
 		}
 	}
-	asking, err := r.TasksIn(ctx, id, api.TaskNeedsInput, 10)
+	asking, err := r.TasksIn(ctx, id, lifecycle.TaskNeedsInput, 10)
 	if err != nil || len(asking) != 1 || asking[0].ID != "ask" || asking[0].Question != "which?" {
 		t.Errorf("TasksIn(needs_input) = %+v, %v", asking, err)
 	}
@@ -130,7 +131,7 @@ tasks:
     on_fail: {fix: {subagent: fixer, max_attempts: 2}}
 `))
 	want := h.wait(id)
-	if want.State != api.RunSucceeded {
+	if want.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s: %v", want.State, taskStates(want))
 	}
 	ro, err := store.OpenReadOnly(context.Background(), h.path)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -30,7 +31,7 @@ func TestEngine_AcceptedTaskKeepsNoAwaitingReason(t *testing.T) {
 				t.Helper()
 				seen := 0
 				for _, task := range tasks {
-					if task.State != api.TaskSucceeded {
+					if task.State != lifecycle.TaskSucceeded {
 						t.Errorf("%s: task %s %s", where, task.ID, task.State)
 					}
 					if task.ID == "t" || task.ID == "t.fix-1" {
@@ -86,7 +87,7 @@ func TestEngine_OlderRowsAwaitNothing(t *testing.T) {
 			t.Fatalf("%s: no tasks", where)
 		}
 		for _, task := range tasks {
-			if task.State == api.TaskSucceeded && (task.Reason != "" || task.Detail != "") {
+			if task.State == lifecycle.TaskSucceeded && (task.Reason != "" || task.Detail != "") {
 				t.Errorf("%s: succeeded task %s reads reason %q, detail %q", where, task.ID, task.Reason, task.Detail)
 			}
 		}

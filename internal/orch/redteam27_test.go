@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -67,12 +67,12 @@ func TestRedTeam27_RejectionRecordedBeforeItsFix(t *testing.T) {
 	}{
 		{"verify gate", verifyLoopPlan, func(a orch.Attempt) orch.Outcome {
 			if a.TaskID == "t" {
-				return orch.Outcome{State: api.TaskFailed, Reason: orch.ReasonVerifyFailed, Detail: "verify: exit status 1", Verdict: &red}
+				return orch.Outcome{State: lifecycle.TaskFailed, Reason: lifecycle.ReasonVerifyFailed, Detail: "verify: exit status 1", Verdict: &red}
 			}
 			if a.TaskID == "t.fix-1" {
-				return orch.Outcome{State: api.TaskSucceeded, Verdict: &green}
+				return orch.Outcome{State: lifecycle.TaskSucceeded, Verdict: &green}
 			}
-			return orch.Outcome{State: api.TaskSucceeded}
+			return orch.Outcome{State: lifecycle.TaskSucceeded}
 		}},
 		{"review", `version: 1
 name: rev
@@ -84,17 +84,17 @@ tasks:
 `, func(a orch.Attempt) orch.Outcome {
 			switch a.TaskID {
 			case "t.review-r1":
-				return orch.Outcome{State: api.TaskSucceeded, Review: &orch.Review{Reasons: []string{"no test"}}}
+				return orch.Outcome{State: lifecycle.TaskSucceeded, Review: &orch.Review{Reasons: []string{"no test"}}}
 			case "t.fix-1.review-r1":
-				return orch.Outcome{State: api.TaskSucceeded, Review: &orch.Review{Approve: true, Reasons: []string{}}}
+				return orch.Outcome{State: lifecycle.TaskSucceeded, Review: &orch.Review{Approve: true, Reasons: []string{}}}
 			}
-			return orch.Outcome{State: api.TaskSucceeded}
+			return orch.Outcome{State: lifecycle.TaskSucceeded}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := start(t, "", newFakeExec(c.exec))
 			id := h.runToEnd(parsePlan(t, c.plan))
-			if r := h.wait(id); r.State != api.RunSucceeded {
+			if r := h.wait(id); r.State != lifecycle.RunSucceeded {
 				t.Fatalf("run %s: %v", r.State, taskStates(r))
 			}
 			rej := auditAbout(t, h, "run/"+id+"/task/t", "orch.task.rejected")

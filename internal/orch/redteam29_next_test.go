@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
@@ -35,9 +36,9 @@ func TestRedTeam29_NextHintSurvivesAShell(t *testing.T) {
 		}
 	}
 	ids := []string{"fana", plan.ItemID("fan", "a"), plan.ItemID("fan", "b-1"), plan.FixID("t", 2), plan.ReviewID("t", "rev.x@sha256:00")}
-	run := api.Run{ID: "r-0123abcd", State: api.RunNeedsInput}
+	run := api.Run{ID: "r-0123abcd", State: lifecycle.RunNeedsInput}
 	for _, id := range ids {
-		run.Tasks = append(run.Tasks, api.Task{ID: id, State: api.TaskNeedsInput})
+		run.Tasks = append(run.Tasks, api.Task{ID: id, State: lifecycle.TaskNeedsInput})
 	}
 	next := nextStep(run)
 	cmds := regexp.MustCompile("`([^`]*)`").FindAllStringSubmatch(next, -1)

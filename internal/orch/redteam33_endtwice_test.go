@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -46,7 +47,7 @@ func (x *twiceExec) Cancel(_ context.Context, id string) {
 	if done == nil {
 		return
 	}
-	for _, st := range []string{api.TaskCancelled, api.TaskSucceeded} {
+	for _, st := range []string{lifecycle.TaskCancelled, lifecycle.TaskSucceeded} {
 		go done(orch.Outcome{DispatchID: id, State: st})
 	}
 }
@@ -96,7 +97,7 @@ func TestRedTeam33_EndTwiceInOneBatch(t *testing.T) {
 
 	id1 := h.submit(mkPlan(t, "endtwice", n, specs...))
 	x.waitStarted(t, n)
-	wg := x.endAll(orch.Outcome{State: api.TaskSucceeded}, orch.Outcome{State: api.TaskFailed, Reason: "lost", Detail: "the dispatch was lost"})
+	wg := x.endAll(orch.Outcome{State: lifecycle.TaskSucceeded}, orch.Outcome{State: lifecycle.TaskFailed, Reason: "lost", Detail: "the dispatch was lost"})
 	if err := h.eng.Cancel(ctx, api.ActionRequest{Run: id1, Actor: "tester"}); err != nil {
 		t.Logf("cancel of run 1: %v (it may have ended first)", err)
 	}
@@ -111,7 +112,7 @@ func TestRedTeam33_EndTwiceInOneBatch(t *testing.T) {
 	y := newTwiceExec(n)
 	var ends sync.WaitGroup
 	y.onStart = func(a orch.Attempt, done func(orch.Outcome)) {
-		for _, o := range []orch.Outcome{{State: api.TaskFailed, Reason: "lost"}, {State: api.TaskSucceeded}, {State: api.TaskCancelled}} {
+		for _, o := range []orch.Outcome{{State: lifecycle.TaskFailed, Reason: "lost"}, {State: lifecycle.TaskSucceeded}, {State: lifecycle.TaskCancelled}} {
 			o.DispatchID = a.DispatchID
 			ends.Go(func() { done(o) })
 		}

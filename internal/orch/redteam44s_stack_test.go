@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -37,15 +38,15 @@ tasks:
 		return func(a orch.Attempt) orch.Outcome {
 			switch a.TaskID {
 			case "impl.review-judge", "impl.fix-1.review-judge":
-				return orch.Outcome{State: api.TaskSucceeded, Review: &orch.Review{Reasons: []string{"no test"}}}
+				return orch.Outcome{State: lifecycle.TaskSucceeded, Review: &orch.Review{Reasons: []string{"no test"}}}
 			case "impl.fix-2.review-judge":
-				return orch.Outcome{State: api.TaskSucceeded, Review: &orch.Review{Approve: true, Reasons: []string{}}}
+				return orch.Outcome{State: lifecycle.TaskSucceeded, Review: &orch.Review{Approve: true, Reasons: []string{}}}
 			case "docs":
 				if hold {
 					<-release // held open while the engine stops
 				}
 			}
-			return orch.Outcome{State: api.TaskSucceeded}
+			return orch.Outcome{State: lifecycle.TaskSucceeded}
 		}
 	}
 	first := newFakeExec(decide(true))
@@ -74,7 +75,7 @@ tasks:
 
 	second := newFakeExec(decide(false))
 	h2 := start(t, path, second)
-	if r := h2.wait(id); r.State != api.RunSucceeded {
+	if r := h2.wait(id); r.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s: %v", r.State, taskStates(r))
 	}
 	at2 := byTask(second)
@@ -161,14 +162,14 @@ func TestRedTeam44S_RetryAndTheStack(t *testing.T) {
 		defer mu.Unlock()
 		if fails[a.TaskID] > 0 {
 			fails[a.TaskID]--
-			return orch.Outcome{State: api.TaskFailed, Reason: "worker-failed", Detail: "exit status 1"}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: "worker-failed", Detail: "exit status 1"}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", exec)
 	p := parsePlan(t, "version: 1\nname: retry\ntasks:\n  - {id: a, subagent: s, retry: {max_attempts: 1}}\n  - {id: b, subagent: s, base: [a], retry: {max_attempts: 1}}\n")
 	id := h.submit(p)
-	if r := h.wait(id); r.State != api.RunFailed || taskStates(r)["b"] != api.TaskSkipped {
+	if r := h.wait(id); r.State != lifecycle.RunFailed || taskStates(r)["b"] != lifecycle.TaskSkipped {
 		t.Fatalf("run %s: %v", r.State, taskStates(r))
 	}
 	retry := func(task string) error {
@@ -177,7 +178,7 @@ func TestRedTeam44S_RetryAndTheStack(t *testing.T) {
 	if err := retry("a"); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.wait(id); r.State != api.RunFailed || taskStates(r)["a"] != api.TaskSucceeded || taskStates(r)["b"] != api.TaskFailed {
+	if r := h.wait(id); r.State != lifecycle.RunFailed || taskStates(r)["a"] != lifecycle.TaskSucceeded || taskStates(r)["b"] != lifecycle.TaskFailed {
 		t.Fatalf("after retrying a: %s %v", r.State, taskStates(r))
 	}
 	var as, bs []orch.Attempt
@@ -198,7 +199,7 @@ func TestRedTeam44S_RetryAndTheStack(t *testing.T) {
 	if err := retry("b"); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.wait(id); r.State != api.RunSucceeded {
+	if r := h.wait(id); r.State != lifecycle.RunSucceeded {
 		t.Fatalf("after retrying b: %s %v", r.State, taskStates(r))
 	}
 	var last orch.Attempt

@@ -15,8 +15,8 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/retention"
 	"github.com/agora-dev/agora/internal/store"
@@ -43,13 +43,13 @@ func (k *sealKill) Start(ctx context.Context, a orch.Attempt, done func(orch.Out
 		go func() {
 			k.started <- struct{}{}
 			<-k.release
-			done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded})
+			done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
 		}()
 	case "b":
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	default:
-		go done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded})
+		go done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/retention"
@@ -21,7 +22,7 @@ func TestEngine_RunPurgedUnderALiveEngine(t *testing.T) {
 	h := start(t, "", newFakeExec(succeed))
 	p := mkPlan(t, "nightly", 2, spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}})
 	id := h.runToEnd(p)
-	if r := h.wait(id); r.State != api.RunSucceeded || !r.Sealed {
+	if r := h.wait(id); r.State != lifecycle.RunSucceeded || !r.Sealed {
 		t.Fatalf("run %s sealed=%v", r.State, r.Sealed)
 	}
 	ctx := context.Background()
@@ -50,7 +51,7 @@ func TestEngine_RunPurgedUnderALiveEngine(t *testing.T) {
 	if err != nil || !created || again == id {
 		t.Fatalf("the same plan again: %s created=%v, %v; want a new run", again, created, err)
 	}
-	if r := h.wait(again); r.State != api.RunSucceeded || !r.Sealed {
+	if r := h.wait(again); r.State != lifecycle.RunSucceeded || !r.Sealed {
 		t.Fatalf("the new run %s sealed=%v", r.State, r.Sealed)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // The task and attempt rows are written as a log (docs/ARCHITECTURE.md "orch.db"): each
@@ -181,7 +183,7 @@ func decodeLogRecord(b []byte) (*logRecord, error) {
 	ni := d.count(7)
 	r.inserts = make([]attemptImage, 0, ni)
 	for range ni {
-		a := attemptImage{state: "live", inputs: "[]"}
+		a := attemptImage{state: lifecycle.AttemptLive, inputs: "[]"}
 		a.dispatchID, a.runID, a.taskIdx, a.number = d.string(), run(), d.int(), d.int()
 		a.parentID, a.inputs, a.firedAt = d.string(), d.string(), d.string()
 		r.inserts = append(r.inserts, a)

@@ -16,8 +16,8 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -35,7 +35,7 @@ func (k *killAtStart) Start(ctx context.Context, a orch.Attempt, done func(orch.
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
-	go done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded})
+	go done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
 }
 
 func (*killAtStart) Cancel(context.Context, string) {}
@@ -80,7 +80,7 @@ func TestRowLog_KillBetweenCommitAndApply(t *testing.T) {
 	}
 	succeeded := 0
 	for _, a := range before.Attempts {
-		if a.State == api.TaskSucceeded {
+		if a.State == lifecycle.TaskSucceeded {
 			succeeded++
 		}
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -39,11 +39,11 @@ func TestReader_CountsMatchRecount(t *testing.T) {
 			ModelCalls: 1 + rng.Int64N(4), CostUSD: float64(rng.IntN(10_000)) / 10_000}
 		switch r := rng.IntN(10); {
 		case a.TaskID == "ask" || r == 9:
-			return orch.Outcome{State: api.TaskNeedsInput, Question: "which?"}
+			return orch.Outcome{State: lifecycle.TaskNeedsInput, Question: "which?"}
 		case r < 6:
-			return orch.Outcome{State: api.TaskSucceeded, Usage: u}
+			return orch.Outcome{State: lifecycle.TaskSucceeded, Usage: u}
 		default:
-			return orch.Outcome{State: api.TaskFailed, Reason: "exit", Detail: "exit 1", Usage: u}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: "exit", Detail: "exit 1", Usage: u}
 		}
 	})
 	path := filepath.Join(t.TempDir(), "orch.db")
@@ -77,7 +77,7 @@ func TestReader_CountsMatchRecount(t *testing.T) {
 	}
 	for _, id := range ids {
 		// needs_input: nothing of the run is running, ready or waiting to retry (settle).
-		h.wait(id, api.RunNeedsInput)
+		h.wait(id, lifecycle.RunNeedsInput)
 	}
 	var unfolded int
 	if err := db.SQL().QueryRow(`SELECT COUNT(*) FROM row_log`).Scan(&unfolded); err != nil || unfolded == 0 {
@@ -195,7 +195,7 @@ func TestRunCounts_RandomWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := []string{"r0", "r1", "r2"}
-	states := []string{api.TaskPending, api.TaskReady, api.TaskRunning, api.TaskSucceeded, api.TaskFailed, api.TaskNeedsInput, api.TaskCancelled}
+	states := []string{lifecycle.TaskPending, lifecycle.TaskReady, lifecycle.TaskRunning, lifecycle.TaskSucceeded, lifecycle.TaskFailed, lifecycle.TaskNeedsInput, lifecycle.TaskCancelled}
 	rng := rand.New(rand.NewPCG(47, 2))
 	next := map[string]int{}
 	attempt := 0

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/budget"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // becomeReady makes a pending task whose dependencies all succeeded ready, and a candidate
@@ -22,7 +22,7 @@ func (e *Engine) becomeReady(t *task) {
 	e.seq++
 	t.readySeq = e.seq
 	t.retryAt = time.Time{}
-	e.set(t, api.TaskReady)
+	e.set(t, lifecycle.TaskReady)
 	// The ready entry is written at commit only if t is still ready then: a task that becomes
 	// ready and fires in the same batch goes from pending to running in the database, and its
 	// fired entry says it was ready (readiness that never reached the disk needs no entry).
@@ -34,7 +34,7 @@ func (e *Engine) becomeReady(t *task) {
 // recordReady writes the ready entries of tasks that are still waiting at commit time.
 func (e *Engine) recordReady() {
 	for _, t := range e.readied {
-		if t.readyUnrecorded && t.state == api.TaskReady {
+		if t.readyUnrecorded && t.state == lifecycle.TaskReady {
 			e.record(t.run, t, entry.TaskReady, map[string]any{"ready_seq": t.readySeq})
 		}
 		t.readyUnrecorded = false
@@ -104,7 +104,7 @@ func (t *task) wantsShared(l *lockState) bool {
 // the queue of the first thing that stopped it: its run, its run's queue (queues.go) or a lock.
 func (e *Engine) tryStart(t *task) {
 	r := t.run
-	if t.state != api.TaskReady || r.cancelRequested {
+	if t.state != lifecycle.TaskReady || r.cancelRequested {
 		unqueue(t)
 		return
 	}
@@ -113,7 +113,7 @@ func (e *Engine) tryStart(t *task) {
 		return
 	}
 	if n := t.inputCount(); n > MaxAttemptInputs {
-		e.failUnfired(t, "denied", fmt.Sprintf("its needs hand it %d products; at most %d (a fan-out this large needs its items' products gathered in steps)", n, MaxAttemptInputs))
+		e.failUnfired(t, lifecycle.ReasonDenied, fmt.Sprintf("its needs hand it %d products; at most %d (a fan-out this large needs its items' products gathered in steps)", n, MaxAttemptInputs))
 		return
 	}
 	if r.running >= r.concurrency {
@@ -149,7 +149,7 @@ func (e *Engine) fire(t *task) {
 	t.attempts++
 	t.dispatchID = e.newID()
 	t.reason, t.detail, t.question = "", "", ""
-	e.set(t, api.TaskRunning)
+	e.set(t, lifecycle.TaskRunning)
 	e.live[t.dispatchID] = t
 	a := e.attempt(t)
 	e.b.fires = append(e.b.fires, a)
@@ -218,7 +218,7 @@ func (e *Engine) dueTimers() {
 	for len(e.timers) > 0 && !e.timers[0].retryAt.After(now) {
 		t := heap.Pop(&e.timers).(*task)
 		t.run.backoff--
-		if t.state == api.TaskPending && t.unmet == 0 {
+		if t.state == lifecycle.TaskPending && t.unmet == 0 {
 			e.becomeReady(t)
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // A slot's run has the id NAME@SLOT; submitting the slot again, before or after a restart,
@@ -44,7 +44,7 @@ func TestEngine_SubmitSlot(t *testing.T) {
 	if err != nil || !created || id2 != "nightly@2026-11-25T01:00:00Z" {
 		t.Fatalf("the next slot = %q, %v, %v; want a new run nightly@2026-11-25T01:00:00Z", id2, created, err)
 	}
-	if r := h2.wait(id2); r.State != api.RunSucceeded || r.Missed != 0 {
+	if r := h2.wait(id2); r.State != lifecycle.RunSucceeded || r.Missed != 0 {
 		t.Errorf("next slot's run: %s, missed %d", r.State, r.Missed)
 	}
 	if n := len(exec.attempts()); n != 2 {

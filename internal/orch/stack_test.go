@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
@@ -48,9 +48,9 @@ tasks:
 	}
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.TaskID == "docs" {
-			return orch.Outcome{State: api.TaskFailed, Reason: orch.ReasonVerifyFailed, Detail: "red"}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: lifecycle.ReasonVerifyFailed, Detail: "red"}
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, "", exec)
 	r := h.wait(h.submit(p))
@@ -130,7 +130,7 @@ func TestEngine_SubmitPins(t *testing.T) {
 		if a.TaskID == "a" {
 			<-release // held open while the engine stops
 		}
-		return orch.Outcome{State: api.TaskSucceeded}
+		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	h := start(t, path, first)
 	p := mkPlan(t, "pins", 2, spec{ID: "a"}, spec{ID: "b", Deps: []string{"a"}})

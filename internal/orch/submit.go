@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/jcs"
+	"github.com/agora-dev/agora/internal/lifecycle"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
@@ -210,7 +210,7 @@ func (e *Engine) newRun(p *plan.Plan, canonical []byte, digest string, c submitC
 	r := &run{
 		id: e.newID(), name: p.Name, digest: digest, canonical: canonical, actor: c.actor,
 		repo: c.repo, revision: c.revision, workspace: c.workspace, trace: c.trace, concurrency: p.Concurrency, createdAt: e.opts.Now().UTC(),
-		state: api.RunRunning, counts: map[string]int{}, inserted: true,
+		state: lifecycle.RunRunning, counts: map[string]int{}, inserted: true,
 	}
 	if c.slot != nil {
 		r.id, r.slot = c.slot.RunID(), *c.slot
@@ -231,12 +231,12 @@ func (e *Engine) buildTasks(r *run, p *plan.Plan) {
 	for i := range resolved {
 		spec := &resolved[i]
 		specs[i] = spec
-		t := &task{run: r, idx: i, spec: spec, state: api.TaskPending, qidx: -1, timerIdx: -1, ext: noExt}
+		t := &task{run: r, idx: i, spec: spec, state: lifecycle.TaskPending, qidx: -1, timerIdx: -1, ext: noExt}
 		r.tasks[i] = t
 		r.byID[spec.ID] = t
 	}
 	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: specs, budget: p.Budget, queue: p.QueueName()})
-	r.counts[api.TaskPending] = len(resolved)
+	r.counts[lifecycle.TaskPending] = len(resolved)
 	for _, t := range r.tasks {
 		for _, d := range t.spec.Deps {
 			dep := r.byID[d]

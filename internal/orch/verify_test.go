@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/verdict"
 )
@@ -49,22 +49,22 @@ func TestEngine_VerdictRecorded(t *testing.T) {
 	green := verdict.Green([]string{"go", "test", "./..."}, time.Second, verdict.TailText{Text: "ok\n", Total: 3})
 	x := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		if a.Verify == nil || strings.Join(a.Verify.Command, " ") != "go test ./..." || a.Verify.Timeout != verdict.DefaultTimeout {
-			return orch.Outcome{State: api.TaskFailed, Reason: "denied", Detail: "attempt without its verify spec"}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: "denied", Detail: "attempt without its verify spec"}
 		}
 		if a.RunName == "red" && a.TaskID == "a" {
-			return orch.Outcome{State: api.TaskFailed, Reason: orch.ReasonVerifyFailed, Detail: red.Summary(), Verdict: &red}
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: lifecycle.ReasonVerifyFailed, Detail: red.Summary(), Verdict: &red}
 		}
-		return orch.Outcome{State: api.TaskSucceeded, Verdict: &green}
+		return orch.Outcome{State: lifecycle.TaskSucceeded, Verdict: &green}
 	})
 	h := start(t, "", x)
 
 	id := h.runToEnd(verifyPlan(t, "red"))
 	r := h.wait(id)
-	if s := taskStates(r); s["a"] != api.TaskFailed || s["b"] != api.TaskSkipped {
+	if s := taskStates(r); s["a"] != lifecycle.TaskFailed || s["b"] != lifecycle.TaskSkipped {
 		t.Fatalf("states %v, want a failed and b skipped", s)
 	}
 	a := r.Tasks[0]
-	if a.Reason != orch.ReasonVerifyFailed || a.Attempts != 1 {
+	if a.Reason != lifecycle.ReasonVerifyFailed || a.Attempts != 1 {
 		t.Errorf("a: reason %q after %d attempts, want verify-failed after 1 (never retried)", a.Reason, a.Attempts)
 	}
 	if a.Verdict == nil || a.Verdict.Passed || a.Verdict.OutputTail != red.OutputTail || a.Verify == nil {
@@ -87,7 +87,7 @@ func TestEngine_VerdictRecorded(t *testing.T) {
 				t.Errorf("verified entry %v", e.Details)
 			}
 		case "orch.task.failed":
-			if e.Details["verdict"] != red.Digest() || e.Details["reason"] != orch.ReasonVerifyFailed {
+			if e.Details["verdict"] != red.Digest() || e.Details["reason"] != lifecycle.ReasonVerifyFailed {
 				t.Errorf("failed entry %v", e.Details)
 			}
 		}
@@ -96,7 +96,7 @@ func TestEngine_VerdictRecorded(t *testing.T) {
 	id = h.runToEnd(verifyPlan(t, "green"))
 	r = h.wait(id)
 	for _, task := range r.Tasks {
-		if task.State != api.TaskSucceeded || task.Verdict == nil || !task.Verdict.Passed {
+		if task.State != lifecycle.TaskSucceeded || task.Verdict == nil || !task.Verdict.Passed {
 			t.Errorf("task %s %s verdict %+v, want succeeded and green", task.ID, task.State, task.Verdict)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Item is one product of an ended dispatch that has aged out and that nothing still needs.
@@ -56,9 +57,11 @@ func (p *Plan) Bytes() int64 {
 // Pending is the number of recorded purges an earlier sweep did not finish.
 func (p *Plan) Pending() int { return len(p.pending) }
 
-// ended states a dispatch leaves no more: its products are final. needs_input is not one of
-// them here: an answer resumes it and reads its input again (it is waiting, not ended).
-var ended = map[string]bool{"finished": true, "failed": true, "cancelled": true, "answered": true}
+// ended reports whether a dispatch in state s holds final products: it has ended, and not
+// in needs_input, which an answer resumes and whose input it reads again (it is waiting).
+func ended(s string) bool {
+	return lifecycle.DispatchEnded(s) && s != lifecycle.DispatchNeedsInput
+}
 
 // slack is subtracted from NotAfter: clocks of the host's processes agree, a file system's
 // timestamps may be coarse.
@@ -104,7 +107,7 @@ func MakePlan(ctx context.Context, db, orchDB *sql.DB, policy config.RetentionPo
 	keepWhole := map[string]bool{}
 	for _, r := range all {
 		// An attempt of a run a waiting row log record names may be in that record alone.
-		if !ended[r.state] || liveRun[r.id] || unfolded.holds(r.run) {
+		if !ended(r.state) || liveRun[r.id] || unfolded.holds(r.run) {
 			keepWhole[r.id] = true
 			if r.parent != "" {
 				keepWhole[r.parent] = true

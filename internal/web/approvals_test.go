@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestServer_HeldCallShowsWhatIsApproved, on the dispatch page: a held
@@ -15,7 +16,7 @@ import (
 func TestServer_HeldCallShowsWhatIsApproved(t *testing.T) {
 	now := time.Now()
 	preview := `{"path":".githooks/post-checkout","content":"#!/bin/sh\n# Keep the docs index fresh"[… 2,391 more bytes not shown]} [… 2,431 bytes of arguments in all; agora dispatch approval show d9 call_hook prints them]`
-	recs := map[string]*dispatch.Record{"d9": {ID: "d9", State: dispatch.StateStarted, Subagent: "writer", CreatedAt: now, StartedAt: &now,
+	recs := map[string]*dispatch.Record{"d9": {ID: "d9", State: lifecycle.DispatchStarted, Subagent: "writer", CreatedAt: now, StartedAt: &now,
 		Phase: dispatch.PhaseAwaitingApproval, Approvals: []dispatch.Approval{{
 			Seq: 1, CallID: "call_hook", Tool: "write_file", Rule: "write_file", State: dispatch.ApprovalPending,
 			ArgsDigest: "sha256:" + strings.Repeat("a", 64), Preview: preview, ArgsBytes: 2431, ExpiresAt: now.Add(time.Minute),

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -363,8 +364,8 @@ func (sb *servedBin) quick(b *testing.B, name string) time.Duration {
 	for {
 		r, err := sb.c.Status(context.Background(), id)
 		must(b, err)
-		if api.RunTerminal(r.State) {
-			if r.State != api.RunSucceeded {
+		if lifecycle.RunEnded(r.State) {
+			if r.State != lifecycle.RunSucceeded {
 				b.Fatalf("run %s ended %s: %v", name, r.State, r.Counts)
 			}
 			return time.Since(t0)

@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/web"
@@ -33,7 +33,7 @@ func (g *gateExec) Start(ctx context.Context, a orch.Attempt, done func(orch.Out
 	go func() {
 		select {
 		case <-gate:
-			done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded})
+			done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
 		case <-ctx.Done():
 		}
 	}()
@@ -135,7 +135,7 @@ func BenchmarkSSEFanout(b *testing.B) {
 				close(x.gate)
 				x.mu.Unlock()
 				for ev := range events {
-					if ev.Task == "" && api.RunTerminal(ev.State) {
+					if ev.Task == "" && lifecycle.RunEnded(ev.State) {
 						break
 					}
 				}

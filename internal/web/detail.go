@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/hostpath"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Caps of what one dispatch page shows: the ends of long logs, the start of a long patch.
@@ -63,7 +64,7 @@ type netRow struct {
 }
 
 func (s *Server) dispatchDetail(ctx context.Context, rec *dispatch.Record) *dispatchView {
-	v := &dispatchView{Rec: rec, Live: !dispatch.IsTerminal(rec.State), Elapsed: elapsed(rec, s.now())}
+	v := &dispatchView{Rec: rec, Live: !lifecycle.DispatchEnded(rec.State), Elapsed: elapsed(rec, s.now())}
 	// The view is masked whole when shown; what is cut here is masked before its cut.
 	m := s.mask(ctx, rec.Repo)
 	v.Since = rec.CreatedAt

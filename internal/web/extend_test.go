@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -15,15 +16,15 @@ import (
 // docs's work with a reason a model wrote, its first fix was rejected, its second succeeded.
 func addedRun() *fakeOrch {
 	return newFakeOrch(
-		api.Task{ID: "list", State: api.TaskSucceeded, Subagent: "lister"},
-		api.Task{ID: "each", State: api.TaskSucceeded, DependsOn: []string{"list"}},
-		api.Task{ID: "each[pkg-1]", State: api.TaskSucceeded, Subagent: "porter", Added: &api.Added{Cause: "fan_out", Task: "each"}},
-		api.Task{ID: "docs", State: api.TaskSucceeded, Subagent: "writer", DispatchID: "d1"},
-		api.Task{ID: "docs.review-r1", State: api.TaskSucceeded, Subagent: "r1", Added: &api.Added{Cause: "review", Task: "docs"},
+		api.Task{ID: "list", State: lifecycle.TaskSucceeded, Subagent: "lister"},
+		api.Task{ID: "each", State: lifecycle.TaskSucceeded, DependsOn: []string{"list"}},
+		api.Task{ID: "each[pkg-1]", State: lifecycle.TaskSucceeded, Subagent: "porter", Added: &api.Added{Cause: "fan_out", Task: "each"}},
+		api.Task{ID: "docs", State: lifecycle.TaskSucceeded, Subagent: "writer", DispatchID: "d1"},
+		api.Task{ID: "docs.review-r1", State: lifecycle.TaskSucceeded, Subagent: "r1", Added: &api.Added{Cause: "review", Task: "docs"},
 			Review: &api.Review{Approve: false, Reasons: []string{"no test <script>alert(1)</script>"}}},
-		api.Task{ID: "docs.fix-1", State: api.TaskRejected, Subagent: "fixer", Added: &api.Added{Cause: "fix", Task: "docs"}},
+		api.Task{ID: "docs.fix-1", State: lifecycle.TaskRejected, Subagent: "fixer", Added: &api.Added{Cause: "fix", Task: "docs"}},
 		// docs's product is its fix that succeeded: its dispatch, d3.
-		api.Task{ID: "docs.fix-2", State: api.TaskSucceeded, Subagent: "fixer", DispatchID: "d3", Added: &api.Added{Cause: "fix", Task: "docs"}},
+		api.Task{ID: "docs.fix-2", State: lifecycle.TaskSucceeded, Subagent: "fixer", DispatchID: "d3", Added: &api.Added{Cause: "fix", Task: "docs"}},
 	)
 }
 

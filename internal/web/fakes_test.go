@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -118,7 +119,7 @@ func (f *fakeOrch) store(t testing.TB) *orch.Reader {
 }
 
 func newFakeOrch(tasks ...api.Task) *fakeOrch {
-	r := api.Run{ID: "run1", Name: "demo", State: api.RunRunning, Counts: map[string]int{}, Total: len(tasks), Tasks: tasks, CreatedAt: time.Unix(1e9, 0)}
+	r := api.Run{ID: "run1", Name: "demo", State: lifecycle.RunRunning, Counts: map[string]int{}, Total: len(tasks), Tasks: tasks, CreatedAt: time.Unix(1e9, 0)}
 	return &fakeOrch{run: r}
 }
 

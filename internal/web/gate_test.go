@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/verdict"
 )
@@ -26,15 +27,15 @@ func TestServer_VerdictShown(t *testing.T) {
 	green := verdict.Green(allow.Command, time.Second, verdict.TailText{})
 	green.Evidence = &verdict.Evidence{Report: "junit.xml", Tests: 3, Skipped: 1}
 	o := newFakeOrch(
-		api.Task{ID: "a", State: api.TaskFailed, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}, Reason: "verify-failed", Verify: spec, Verdict: &red},
-		api.Task{ID: "b", State: api.TaskPending, Subagent: "coder", Verify: spec},
-		api.Task{ID: "c", State: api.TaskPending, Subagent: "coder"})
+		api.Task{ID: "a", State: lifecycle.TaskFailed, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}, Reason: "verify-failed", Verify: spec, Verdict: &red},
+		api.Task{ID: "b", State: lifecycle.TaskPending, Subagent: "coder", Verify: spec},
+		api.Task{ID: "c", State: lifecycle.TaskPending, Subagent: "coder"})
 	now := time.Now()
 	recs := map[string]*dispatch.Record{
-		"d1": {ID: "d1", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed, Subagent: "coder", CreatedAt: now, EndedAt: &now, Verify: spec, Verdict: &red},
-		"d2": {ID: "d2", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: spec, Verdict: &prot},
-		"d3": {ID: "d3", State: dispatch.StateFailed, Reason: dispatch.ReasonVerifyFailed, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: allow, Verdict: &outside},
-		"d4": {ID: "d4", State: dispatch.StateFinished, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: allow, Verdict: &green},
+		"d1": {ID: "d1", State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonVerifyFailed, Subagent: "coder", CreatedAt: now, EndedAt: &now, Verify: spec, Verdict: &red},
+		"d2": {ID: "d2", State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonVerifyFailed, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: spec, Verdict: &prot},
+		"d3": {ID: "d3", State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonVerifyFailed, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: allow, Verdict: &outside},
+		"d4": {ID: "d4", State: lifecycle.DispatchFinished, Subagent: "alone", CreatedAt: now, EndedAt: &now, Verify: allow, Verdict: &green},
 	}
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{recs}})
 	c, _ := login(t, e, readToken)

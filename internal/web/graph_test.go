@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -21,12 +22,12 @@ import (
 func wideRun(n int) *fakeOrch {
 	var tasks []api.Task
 	for i := range n {
-		t := api.Task{ID: fmt.Sprintf("t%d", i), State: api.TaskPending, Subagent: "coder"}
+		t := api.Task{ID: fmt.Sprintf("t%d", i), State: lifecycle.TaskPending, Subagent: "coder"}
 		if i >= 30 {
 			t.DependsOn = []string{fmt.Sprintf("t%d", i-30)}
 		}
 		if i%7 == 0 {
-			t.State = api.TaskSucceeded
+			t.State = lifecycle.TaskSucceeded
 		}
 		tasks = append(tasks, t)
 	}
@@ -75,7 +76,7 @@ func TestServer_GraphByViewport(t *testing.T) {
 		}
 		states[n.ID] = n.State
 	}
-	if states["t0"] != api.TaskSucceeded || states["t1"] != api.TaskPending {
+	if states["t0"] != lifecycle.TaskSucceeded || states["t1"] != lifecycle.TaskPending {
 		t.Errorf("states t0 %q, t1 %q; want succeeded, pending", states["t0"], states["t1"])
 	}
 	if len(g.Deps) == 0 || len(g.Deps)%4 != 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -16,8 +17,8 @@ import (
 func TestServer_LearnShown(t *testing.T) {
 	now := time.Now()
 	recs := map[string]*dispatch.Record{
-		"d1": {ID: "d1", State: dispatch.StateFinished, Subagent: "learner", CreatedAt: now, EndedAt: &now, Learn: true},
-		"d2": {ID: "d2", State: dispatch.StateFinished, Subagent: "plain", CreatedAt: now, EndedAt: &now},
+		"d1": {ID: "d1", State: lifecycle.DispatchFinished, Subagent: "learner", CreatedAt: now, EndedAt: &now, Learn: true},
+		"d2": {ID: "d2", State: lifecycle.DispatchFinished, Subagent: "plain", CreatedAt: now, EndedAt: &now},
 	}
 	e := startWith(t, Sources{Orch: newFakeOrch(), Dispatches: fakeDispatches{recs}})
 	c, _ := login(t, e, readToken)
@@ -52,14 +53,14 @@ func TestServer_LearnShown(t *testing.T) {
 func TestServer_TargetLearnTaskMarked(t *testing.T) {
 	now := time.Now()
 	recs := map[string]*dispatch.Record{
-		"d1": {ID: "d1", State: dispatch.StateFinished, Subagent: "coder", CreatedAt: now, EndedAt: &now, Learn: true, RunID: "run1", TaskID: "bytarget"},
-		"d2": {ID: "d2", State: dispatch.StateFinished, Subagent: "coder", CreatedAt: now, EndedAt: &now, RunID: "run1", TaskID: "plain"},
-		"d3": {ID: "d3", State: dispatch.StateFinished, Subagent: "coder", CreatedAt: now, EndedAt: &now, Learn: true, RunID: "other", TaskID: "x"},
+		"d1": {ID: "d1", State: lifecycle.DispatchFinished, Subagent: "coder", CreatedAt: now, EndedAt: &now, Learn: true, RunID: "run1", TaskID: "bytarget"},
+		"d2": {ID: "d2", State: lifecycle.DispatchFinished, Subagent: "coder", CreatedAt: now, EndedAt: &now, RunID: "run1", TaskID: "plain"},
+		"d3": {ID: "d3", State: lifecycle.DispatchFinished, Subagent: "coder", CreatedAt: now, EndedAt: &now, Learn: true, RunID: "other", TaskID: "x"},
 	}
 	o := newFakeOrch(
-		api.Task{ID: "bytarget", State: api.TaskSucceeded, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}},
-		api.Task{ID: "plain", State: api.TaskSucceeded, Subagent: "coder", DispatchID: "d2", Dispatches: []string{"d2"}},
-		api.Task{ID: "elsewhere", State: api.TaskSucceeded, Subagent: "coder", DispatchID: "d3x", Dispatches: []string{"d3x"}},
+		api.Task{ID: "bytarget", State: lifecycle.TaskSucceeded, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}},
+		api.Task{ID: "plain", State: lifecycle.TaskSucceeded, Subagent: "coder", DispatchID: "d2", Dispatches: []string{"d2"}},
+		api.Task{ID: "elsewhere", State: lifecycle.TaskSucceeded, Subagent: "coder", DispatchID: "d3x", Dispatches: []string{"d3x"}},
 	)
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{recs}})
 	c, _ := login(t, e, readToken)

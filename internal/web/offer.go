@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -15,19 +16,19 @@ import (
 // CanCancel says the run page offers Cancel run: the run is open and has not ended or been
 // asked to stop.
 func (v runView) CanCancel() bool {
-	return !v.Run.Sealed && !v.Run.CancelAsked && !api.RunTerminal(v.Run.State)
+	return !v.Run.Sealed && !v.Run.CancelAsked && !lifecycle.RunEnded(v.Run.State)
 }
 
 // CanRetry says the run page offers Retry failed tasks: the run is not sealed or cancelled
 // and has a failed task.
 func (v runView) CanRetry() bool {
-	return !v.Run.Sealed && !v.Run.CancelAsked && v.Run.State != api.RunCancelled && v.Run.Counts[api.TaskFailed] > 0
+	return !v.Run.Sealed && !v.Run.CancelAsked && v.Run.State != lifecycle.RunCancelled && v.Run.Counts[lifecycle.TaskFailed] > 0
 }
 
 // CanCancelTask says the task page offers Cancel task: its run is open and the task has not
 // ended.
 func (v taskView) CanCancelTask() bool {
-	return !v.Run.Sealed && !v.Run.CancelAsked && !api.TaskTerminal(v.Task.State)
+	return !v.Run.Sealed && !v.Run.CancelAsked && !lifecycle.TaskEnded(v.Task.State)
 }
 
 // maxRetryAll bounds the failed tasks one Retry failed tasks retries.
@@ -40,7 +41,7 @@ func (s *Server) retryFailed(r *http.Request, req api.ActionRequest) error {
 	if req.Task != "" {
 		return s.src.Orch.Retry(r.Context(), req)
 	}
-	failed, err := s.src.Runs.TasksIn(r.Context(), req.Run, api.TaskFailed, maxRetryAll)
+	failed, err := s.src.Runs.TasksIn(r.Context(), req.Run, lifecycle.TaskFailed, maxRetryAll)
 	if err != nil {
 		return err
 	}

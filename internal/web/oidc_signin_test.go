@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/oidcauth"
 	"github.com/agora-dev/agora/internal/oidcauth/oidctest"
@@ -64,10 +65,10 @@ func startOIDC(t *testing.T, user2Group string) *oidcEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fo := newFakeOrch(api.Task{ID: "a", State: api.TaskRunning, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}})
+	fo := newFakeOrch(api.Task{ID: "a", State: lifecycle.TaskRunning, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}})
 	now := time.Now()
 	src := Sources{Orch: fo, Dispatches: fakeDispatches{map[string]*dispatch.Record{
-		"d1": {ID: "d1", State: dispatch.StateStarted, Subagent: "coder", CreatedAt: now, StartedAt: &now}}}}
+		"d1": {ID: "d1", State: lifecycle.DispatchStarted, Subagent: "coder", CreatedAt: now, StartedAt: &now}}}}
 	src.Runs = fo.store(t)
 	srv, err := New(Config{Addr: addr, Now: o.clock, OIDC: &OIDC{Verifier: v, Secret: oidcWebSecret}, Clients: []mcpserver.Client{
 		{Name: "alice", Token: opToken, Ceiling: mcpserver.CeilingOrchestrate},

@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/errclass"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -106,7 +107,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		repos = append(repos, row.Repo)
 	}
 	s.page(w, r, "runs", "Runs", "runs", runsView{Runs: rows, State: state, Queues: s.queues(r.Context()), Warm: s.warmSlots(),
-		States: []string{api.RunRunning, api.RunNeedsInput, api.RunSucceeded, api.RunFailed, api.RunCancelled}}, repos...)
+		States: lifecycle.RunStates()}, repos...)
 }
 
 // runSummary reads run ref with its summary.
@@ -179,8 +180,8 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		end = *run.EndedAt
 	}
 	v.Duration = end.Sub(run.CreatedAt)
-	if run.Counts[api.TaskNeedsInput] > 0 {
-		asking, err := s.src.Runs.TasksIn(ctx, run.ID, api.TaskNeedsInput, maxAsking)
+	if run.Counts[lifecycle.TaskNeedsInput] > 0 {
+		asking, err := s.src.Runs.TasksIn(ctx, run.ID, lifecycle.TaskNeedsInput, maxAsking)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -227,7 +228,7 @@ func (s *Server) products(ctx context.Context, runID string, sh *shape, rows []o
 	}
 	var fixes []int
 	for _, t := range rows {
-		if t.State == api.TaskSucceeded {
+		if t.State == lifecycle.TaskSucceeded {
 			for _, f := range sh.fixes[int32(t.Index)] {
 				fixes = append(fixes, int(f))
 			}
@@ -242,7 +243,7 @@ func (s *Server) products(ctx context.Context, runID string, sh *shape, rows []o
 	}
 	out := map[int]string{}
 	for _, f := range got { // in position order: the newest fix last
-		if a := sh.addedAt(f.Index); a != nil && f.State == api.TaskSucceeded {
+		if a := sh.addedAt(f.Index); a != nil && f.State == lifecycle.TaskSucceeded {
 			out[int(sh.index[a.Task])] = f.DispatchID
 		}
 	}

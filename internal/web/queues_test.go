@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute/warm"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // The runs page lists the queues with their running tasks and depth; a scheduled run's page
 // (its id NAME@SLOT in the path) names its queue, schedule, slot and missed slots.
 func TestQueuesAndScheduledRun(t *testing.T) {
-	o := newFakeOrch(api.Task{ID: "a", State: api.TaskReady, Subagent: "coder"})
+	o := newFakeOrch(api.Task{ID: "a", State: lifecycle.TaskReady, Subagent: "coder"})
 	slot := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
 	o.run.ID, o.run.Queue, o.run.Schedule, o.run.Slot, o.run.Missed = "nightly@2026-11-24T01:00:00Z", "nightly", "nightly", &slot, 2
 	queues := []api.Queue{
@@ -41,7 +42,7 @@ func TestQueuesAndScheduledRun(t *testing.T) {
 // The runs page shows a line per warm target: ready of wanted, claimed, cold
 // fallbacks and failures, as serve's standbys count them at the request.
 func TestRunsPage_WarmSlots(t *testing.T) {
-	o := newFakeOrch(api.Task{ID: "a", State: api.TaskReady, Subagent: "coder"})
+	o := newFakeOrch(api.Task{ID: "a", State: lifecycle.TaskReady, Subagent: "coder"})
 	counts := []warm.Counts{{Target: "local", Want: 4, Ready: 3, Claimed: 7, Cold: 2, Failed: 1}}
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{}, Warm: func() []warm.Counts { return counts }})
 	want := `<tr data-target="local"><td>local</td><td>3/4</td><td>7</td><td>2</td><td>1</td></tr>`

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -20,7 +21,7 @@ import (
 // "conflict:" of their own), inert: no raw '<', no raw override. Without the CSRF token the
 // same form is refused before the engine is asked.
 func TestRedTeam29_ConflictIsInertJSON(t *testing.T) {
-	o := newFakeOrch(api.Task{ID: "a", State: api.TaskFailed, Subagent: "coder"})
+	o := newFakeOrch(api.Task{ID: "a", State: lifecycle.TaskFailed, Subagent: "coder"})
 	o.refuse = fmt.Errorf("%w: run <img src=x onerror=alert(1)> is sealed (conflict: \u202eexe.fdp); a sealed run accepts no further changes", orch.ErrConflict)
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{}})
 	browser, csrf := login(t, e, opToken)

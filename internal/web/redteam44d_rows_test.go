@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/html/atom"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -183,7 +184,7 @@ func TestRedTeam44D_RowRenderedWithoutItsShapeIsSentAgainWithIt(t *testing.T) {
 	}
 	defer release()
 
-	e.orch.set("b", api.TaskFailed)
+	e.orch.set("b", lifecycle.TaskFailed)
 	ev, ok := rtNext(t, events, "rows", 10*time.Second)
 	if !ok {
 		t.Fatal("no rows after b changed")
@@ -243,7 +244,7 @@ func TestRedTeam44D_HostileRowFieldsStayOneInertRow(t *testing.T) {
 		if !ok {
 			t.Fatal("no first snapshot")
 		}
-		e.orch.set("a", api.TaskFailed)
+		e.orch.set("a", lifecycle.TaskFailed)
 		ev, ok := rtNext(t, events, "rows", 10*time.Second)
 		if !ok {
 			t.Fatal("no rows after a changed")
@@ -264,7 +265,7 @@ func TestRedTeam44D_HostileRowFieldsStayOneInertRow(t *testing.T) {
 		if want := rtPageRow(t, e, tc.token, "a"); rtRows(t, ev)["a"] != want {
 			t.Errorf("viewer %v: the stream's row of a differs from a fresh load's:\n%s\n%s", tc.viewer, rtRows(t, ev)["a"], want)
 		}
-		e.orch.set("a", api.TaskRunning) // for the next viewer's change
+		e.orch.set("a", lifecycle.TaskRunning) // for the next viewer's change
 	}
 }
 
@@ -354,9 +355,9 @@ func TestRedTeam44D_StreamRowsAreOnlyThisRunsTasks(t *testing.T) {
 	subs := e.orch.subs
 	e.orch.mu.Unlock()
 	for _, ch := range subs {
-		ch <- api.Event{Run: "run2", Task: "a", State: api.TaskFailed, Kind: "orch.task.failed"}
+		ch <- api.Event{Run: "run2", Task: "a", State: lifecycle.TaskFailed, Kind: "orch.task.failed"}
 	}
-	e.orch.set("b", api.TaskFailed)
+	e.orch.set("b", lifecycle.TaskFailed)
 	ev, ok := rtNext(t, events, "rows", 10*time.Second)
 	if !ok {
 		t.Fatal("no rows after b changed")

@@ -3,7 +3,7 @@ package web_test
 import (
 	"testing"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 const twoSlow = `version: 1
@@ -38,14 +38,14 @@ func TestRedTeam44D_UI_StreamRefusedIsOpenedAgain(t *testing.T) {
 		t.Errorf("%d stream requests were refused, want 2 (the page asked again after each)", n)
 	}
 	for msg := range events {
-		if msg.Run != nil && api.RunTerminal(msg.Run.State) {
+		if msg.Run != nil && lifecycle.RunEnded(msg.Run.State) {
 			break
 		}
 	}
 	cellsMatch(t, e, b, page, "after the run ended")
 	rows := b.must(map[string]any{"op": "cells", "selector": "table#tasks tr[data-task]"}).Rows
 	for _, r := range rows {
-		if r.Cells[1].Text != api.TaskSucceeded {
+		if r.Cells[1].Text != lifecycle.TaskSucceeded {
 			t.Errorf("task %s shows %q once the run succeeded", r.Task, r.Cells[1].Text)
 		}
 	}
@@ -83,7 +83,7 @@ func TestRedTeam44D_UI_TaskNamedLikeAnObjectMember(t *testing.T) {
 		t.Errorf("the page never went live: %s", a.Error)
 	}
 	for msg := range events {
-		if msg.Run != nil && api.RunTerminal(msg.Run.State) {
+		if msg.Run != nil && lifecycle.RunEnded(msg.Run.State) {
 			break
 		}
 	}
@@ -95,7 +95,7 @@ func TestRedTeam44D_UI_TaskNamedLikeAnObjectMember(t *testing.T) {
 			t.Errorf("the graph node of %s is %q once it succeeded: %s", task, cls, a.Error)
 		}
 	}
-	if a := b.do(map[string]any{"op": "waitText", "selector": "#run-state", "contains": api.RunSucceeded, "timeout": 10000}); !a.OK {
+	if a := b.do(map[string]any{"op": "waitText", "selector": "#run-state", "contains": lifecycle.RunSucceeded, "timeout": 10000}); !a.OK {
 		t.Errorf("the run's state never showed succeeded: %s", a.Error)
 	}
 	if rep := b.must(map[string]any{"op": "report"}); len(rep.Console) > 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/hostpath"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -434,12 +435,12 @@ func TestRedTeamWeb_ForgedIDsAndCursors(t *testing.T) {
 // JSON answer inert: no raw markup, no raw control, the text shown escaped.
 func TestRedTeamWeb_AgentTextInEveryPlace(t *testing.T) {
 	evil := "</script><script>alert(1)</script><img src=x onerror=alert(2)>\"'><a href=\"javascript:alert(3)\">x</a>invoice\u202efdp.exe\x1b]52;c;cGF5bG9hZA==\x07\u2066\u2028 hidden:\U000E0072\U000E006D\u200b\ufe00"
-	o := newFakeOrch(api.Task{ID: "a", State: api.TaskNeedsInput, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}, Question: evil, Reason: evil, Detail: evil})
+	o := newFakeOrch(api.Task{ID: "a", State: lifecycle.TaskNeedsInput, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}, Question: evil, Reason: evil, Detail: evil})
 	o.run.Name = "demo"
 	now := time.Now()
 	recs := map[string]*dispatch.Record{
-		"d1": {ID: "d1", State: dispatch.StateNeedsInput, Subagent: "coder", CreatedAt: now, EndedAt: &now, Reason: evil},
-		"d2": {ID: "d2", State: dispatch.StateStarted, Subagent: "alone", CreatedAt: now, StartedAt: &now},
+		"d1": {ID: "d1", State: lifecycle.DispatchNeedsInput, Subagent: "coder", CreatedAt: now, EndedAt: &now, Reason: evil},
+		"d2": {ID: "d2", State: lifecycle.DispatchStarted, Subagent: "alone", CreatedAt: now, StartedAt: &now},
 	}
 	live := func(string) dispatch.Live { return dispatch.Live{Stdout: []byte(evil), Stderr: []byte(evil)} }
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{recs}, Live: live})
@@ -518,8 +519,8 @@ func TestRedTeamWeb_PathCutAtTheEdgeOfALog(t *testing.T) {
 	}
 	now := time.Now()
 	recs := map[string]*dispatch.Record{
-		"live": {ID: "live", State: dispatch.StateStarted, Subagent: "s", Repo: repo, CreatedAt: now, StartedAt: &now},
-		"done": {ID: "done", State: dispatch.StateFinished, Subagent: "s", Repo: repo, CreatedAt: now, EndedAt: &now,
+		"live": {ID: "live", State: lifecycle.DispatchStarted, Subagent: "s", Repo: repo, CreatedAt: now, StartedAt: &now},
+		"done": {ID: "done", State: lifecycle.DispatchFinished, Subagent: "s", Repo: repo, CreatedAt: now, EndedAt: &now,
 			Result: &dispatch.Result{Stdout: art(tailCut(maxLogShown)), Stderr: art(tailCut(maxLogShown)), Transcript: art(headCut(maxTranscriptShown))}},
 	}
 	src := Sources{Orch: newFakeOrch(), Dispatches: fakeDispatches{recs},
@@ -608,7 +609,7 @@ func TestRedTeamWeb_CutNeverShowsPartOfAPath(t *testing.T) {
 // a JSON answer as surrogate-pair escapes that decode to the text as written, never raw.
 func TestRedTeamWeb_InvisibleTextInJSON(t *testing.T) {
 	q := "Approve?\U000E0072\U000E006D\u200b"
-	o := newFakeOrch(api.Task{ID: "a", State: api.TaskNeedsInput, Subagent: "coder", Question: q})
+	o := newFakeOrch(api.Task{ID: "a", State: lifecycle.TaskNeedsInput, Subagent: "coder", Question: q})
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{map[string]*dispatch.Record{}}})
 	req, _ := http.NewRequest("GET", e.base+"/api/runs/run1", nil)
 	req.Header.Set("Authorization", "Bearer "+readToken)
@@ -696,7 +697,7 @@ func TestRedTeamWeb_ApprovalFormStaysOnItsCall(t *testing.T) {
 		approvals = append(approvals, dispatch.Approval{Seq: i + 1, CallID: id, Tool: "write_file", Rule: "write_file", State: dispatch.ApprovalPending,
 			ArgsDigest: "sha256:" + strings.Repeat("a", 64), Preview: "{}", ArgsBytes: 2, ExpiresAt: now.Add(time.Minute)})
 	}
-	recs := map[string]*dispatch.Record{"d9": {ID: "d9", State: dispatch.StateStarted, Subagent: "w", CreatedAt: now, StartedAt: &now,
+	recs := map[string]*dispatch.Record{"d9": {ID: "d9", State: lifecycle.DispatchStarted, Subagent: "w", CreatedAt: now, StartedAt: &now,
 		Phase: dispatch.PhaseAwaitingApproval, Approvals: approvals}}
 	e := startWith(t, Sources{Orch: newFakeOrch(), Dispatches: fakeDispatches{recs}})
 	c, _ := login(t, e, opToken)

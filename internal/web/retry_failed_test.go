@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -13,9 +14,9 @@ import (
 // so the button did nothing but answer 409), and leaves the others alone.
 func TestServer_RetryFailedRetriesEachFailedTask(t *testing.T) {
 	o := newFakeOrch(
-		api.Task{ID: "a", State: api.TaskFailed, Subagent: "coder"},
-		api.Task{ID: "b", State: api.TaskSucceeded, Subagent: "coder"},
-		api.Task{ID: "c", State: api.TaskFailed, Subagent: "coder"},
+		api.Task{ID: "a", State: lifecycle.TaskFailed, Subagent: "coder"},
+		api.Task{ID: "b", State: lifecycle.TaskSucceeded, Subagent: "coder"},
+		api.Task{ID: "c", State: lifecycle.TaskFailed, Subagent: "coder"},
 	)
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{}})
 	req, _ := http.NewRequest("POST", e.base+"/runs/run1/retry", nil)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestServer_RunEventsSendRowsAsRendered: the run's stream carries, for each listed task,
@@ -88,7 +88,7 @@ func TestServer_RunEventsSendRowsAsRendered(t *testing.T) {
 	if _, err := e.orch.db.SQL().Exec(`UPDATE tasks SET reason = ? WHERE run_id = 'run1' AND id = 'a'`, "failed in "+hostPath); err != nil {
 		t.Fatal(err)
 	}
-	e.orch.set("a", api.TaskFailed)
+	e.orch.set("a", lifecycle.TaskFailed)
 	if ev, m := next(); ev != "tasks" || string(m["a"]) != `"failed"` {
 		t.Fatalf("event %s %v, want task a failed", ev, m)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -33,12 +34,12 @@ type env struct {
 
 func start(t *testing.T, opts ...func(*Config)) env {
 	t.Helper()
-	o := newFakeOrch(api.Task{ID: "a", State: api.TaskRunning, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}},
-		api.Task{ID: "b", State: api.TaskPending, Subagent: "coder", DependsOn: []string{"a"}, Needs: []string{"a"}, Locks: []string{"repo"}})
+	o := newFakeOrch(api.Task{ID: "a", State: lifecycle.TaskRunning, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}},
+		api.Task{ID: "b", State: lifecycle.TaskPending, Subagent: "coder", DependsOn: []string{"a"}, Needs: []string{"a"}, Locks: []string{"repo"}})
 	now := time.Now()
 	recs := map[string]*dispatch.Record{
-		"d1": {ID: "d1", State: dispatch.StateStarted, Subagent: "coder", CreatedAt: now, StartedAt: &now},
-		"d2": {ID: "d2", State: dispatch.StateFinished, Subagent: "alone", CreatedAt: now, EndedAt: &now},
+		"d1": {ID: "d1", State: lifecycle.DispatchStarted, Subagent: "coder", CreatedAt: now, StartedAt: &now},
+		"d2": {ID: "d2", State: lifecycle.DispatchFinished, Subagent: "alone", CreatedAt: now, EndedAt: &now},
 	}
 	return startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{recs}}, opts...)
 }
@@ -291,7 +292,7 @@ func TestServer_RunEventsReachThePage(t *testing.T) {
 		defer e.orch.mu.Unlock()
 		return len(e.orch.subs) > 0
 	})
-	e.orch.set("a", api.TaskSucceeded)
+	e.orch.set("a", lifecycle.TaskSucceeded)
 	if l := next(); !strings.Contains(l, `{"a":"succeeded"}`) {
 		t.Errorf("event %q, want task a succeeded", l)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -294,7 +295,7 @@ func (s *Server) dispatchTail(w http.ResponseWriter, r *http.Request) {
 			}
 			last = cur
 		}
-		if dispatch.IsTerminal(rec.State) {
+		if lifecycle.DispatchEnded(rec.State) {
 			sw.send("end", map[string]string{"state": rec.State})
 			return
 		}

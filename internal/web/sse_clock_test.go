@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/mcpserver"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -70,8 +71,8 @@ func (r *streamRecorder) messages() []string {
 // in between.
 func TestSSE_RunStreamOnTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o := newFakeOrch(api.Task{ID: "a", State: api.TaskRunning, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}},
-			api.Task{ID: "b", State: api.TaskPending, Subagent: "coder", DependsOn: []string{"a"}, Needs: []string{"a"}, Locks: []string{"repo"}})
+		o := newFakeOrch(api.Task{ID: "a", State: lifecycle.TaskRunning, Subagent: "coder", DispatchID: "d1", Dispatches: []string{"d1"}},
+			api.Task{ID: "b", State: lifecycle.TaskPending, Subagent: "coder", DependsOn: []string{"a"}, Needs: []string{"a"}, Locks: []string{"repo"}})
 		src := Sources{Orch: o, Dispatches: fakeDispatches{map[string]*dispatch.Record{}}}
 		src.Runs = o.store(t)
 		const addr = "127.0.0.1:8080"
@@ -105,9 +106,9 @@ func TestSSE_RunStreamOnTheClock(t *testing.T) {
 			t.Fatalf("first message %q, want the snapshot with the listed tasks' states", got[0])
 		}
 
-		o.set("a", api.TaskSucceeded)
+		o.set("a", lifecycle.TaskSucceeded)
 		time.Sleep(batchWindow / 2)
-		o.set("b", api.TaskRunning)
+		o.set("b", lifecycle.TaskRunning)
 		time.Sleep(batchWindow/2 - time.Millisecond)
 		want("a millisecond before the batch window ends", 1)
 		time.Sleep(time.Millisecond)

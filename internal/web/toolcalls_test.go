@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/modelgw"
 )
 
@@ -27,7 +28,7 @@ func TestServer_ToolCallDecisionsShownAsRecorded(t *testing.T) {
 		call("exec_command", "allowed", "command matches a granted pattern"),
 		call("exec_command", "denied", "command matches no granted pattern; refused before it ran"),
 		call("apply_patch", modelgw.DecisionRanOutsideGrant, "a changed file is outside the workspace; codex had already started it")),
-		Dispatches: fakeDispatches{map[string]*dispatch.Record{"d1": {ID: "d1", State: dispatch.StateFailed, Subagent: "coder",
+		Dispatches: fakeDispatches{map[string]*dispatch.Record{"d1": {ID: "d1", State: lifecycle.DispatchFailed, Subagent: "coder",
 			CreatedAt: now, EndedAt: &now, Reason: "worker-failed"}}}})
 	page := fetch(t, e, opToken, "/dispatches/d1")
 	for _, want := range []string{

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // cellsPlan has a task whose verify gate is red and whose fix makes it succeed (gated), one
@@ -68,17 +68,17 @@ func TestUI_LiveCellsMatchTheServer(t *testing.T) {
 	checked, reloaded := 0, false
 	for msg := range events {
 		if msg.Event == nil || msg.Event.Task == "" {
-			if msg.Run != nil && api.RunTerminal(msg.Run.State) {
+			if msg.Run != nil && lifecycle.RunEnded(msg.Run.State) {
 				break
 			}
 			continue
 		}
 		ev := msg.Event
-		if ev.Task == "gated" && ev.State == api.TaskPending && !reloaded && gatedAwaitsFix(t, e, run.ID) {
+		if ev.Task == "gated" && ev.State == lifecycle.TaskPending && !reloaded && gatedAwaitsFix(t, e, run.ID) {
 			// The red verdict is on gated's row now: a fresh page holds its badge.
 			b.must(map[string]any{"op": "goto", "path": page})
 			b.must(map[string]any{"op": "waitSelector", "selector": "#run[data-live]", "timeout": 10000})
-			if st := txt(b, `table#tasks tr[data-task="gated"] td:nth-child(2)`); st != api.TaskPending {
+			if st := txt(b, `table#tasks tr[data-task="gated"] td:nth-child(2)`); st != lifecycle.TaskPending {
 				t.Fatalf("gated is %q once the reloaded page is live; its fix was to take 6 s", st)
 			}
 			reloaded = true

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/oidcauth/oidctest"
-	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 const uiOIDCSecret = "ui-oidc-web-secret-0123456789"
@@ -102,7 +102,7 @@ auth:
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "may read but not act") {
 		t.Fatalf("a viewer's cancel with its session and CSRF token: %d %s", resp.StatusCode, body)
 	}
-	if r := mustStatus(t, e, run.ID); r.CancelAsked || api.RunTerminal(r.State) {
+	if r := mustStatus(t, e, run.ID); r.CancelAsked || lifecycle.RunEnded(r.State) {
 		t.Fatalf("the viewer's refused cancel changed the run: %+v", r)
 	}
 	v.shot("oidc-viewer-run")
@@ -122,7 +122,7 @@ auth:
 			t.Errorf("the browser tried to reach %v", r.Offsite)
 		}
 	}
-	if r := mustStatus(t, e, run.ID); r.State != api.RunCancelled {
+	if r := mustStatus(t, e, run.ID); r.State != lifecycle.RunCancelled {
 		t.Errorf("the run is %s after the operator's cancel", r.State)
 	}
 }

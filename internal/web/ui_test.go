@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -407,13 +408,13 @@ func TestUI_Chromium(t *testing.T) {
 	checked, succeeded, worst := 0, 0, 0.0
 	for msg := range events {
 		if msg.Event == nil || msg.Event.Task == "" {
-			if msg.Run != nil && api.RunTerminal(msg.Run.State) {
+			if msg.Run != nil && lifecycle.RunEnded(msg.Run.State) {
 				break
 			}
 			continue
 		}
 		st := msg.Event.State
-		if st != api.TaskRunning && st != api.TaskSucceeded {
+		if st != lifecycle.TaskRunning && st != lifecycle.TaskSucceeded {
 			continue // ready lasts milliseconds; running and succeeded stay
 		}
 		sel := fmt.Sprintf(`svg#dag g.node[data-task="%s"]`, msg.Event.Task)
@@ -423,7 +424,7 @@ func TestUI_Chromium(t *testing.T) {
 			continue
 		}
 		checked++
-		if st == api.TaskSucceeded {
+		if st == lifecycle.TaskSucceeded {
 			succeeded++
 		}
 		worst = max(worst, a.MS)
@@ -657,12 +658,12 @@ func TestUI_RefusesEveryRoute(t *testing.T) {
 	}
 	var end api.Run
 	for msg := range watch(t, e, run.ID) {
-		if msg.Run != nil && api.RunTerminal(msg.Run.State) {
+		if msg.Run != nil && lifecycle.RunEnded(msg.Run.State) {
 			end = *msg.Run
 			break
 		}
 	}
-	if end.CancelAsked || end.State != api.RunSucceeded {
+	if end.CancelAsked || end.State != lifecycle.RunSucceeded {
 		t.Errorf("the run ended %s (cancel requested %v), want succeeded: a refused request changed it", end.State, end.CancelAsked)
 	}
 	// Without --http there is no listener; with it and no token serve refuses to start (in a

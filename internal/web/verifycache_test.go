@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -105,7 +106,7 @@ func TestRunPage_ShowsVerification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := api.Run{ID: "r1", Name: "demo", State: api.RunSucceeded, Sealed: true}
+	run := api.Run{ID: "r1", Name: "demo", State: lifecycle.RunSucceeded, Sealed: true}
 	for _, c := range []struct {
 		v    verifyView
 		want []string

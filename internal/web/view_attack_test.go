@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -34,23 +35,23 @@ const hostile = "invoice" + rlo + "fdp.exe \u2066x\u2069 \u009b31m origin\t" + p
 func startHostile(t *testing.T) env {
 	t.Helper()
 	o := newFakeOrch(
-		api.Task{ID: "a", State: api.TaskFailed, Subagent: "coder", Reason: "worker-failed",
+		api.Task{ID: "a", State: lifecycle.TaskFailed, Subagent: "coder", Reason: "worker-failed",
 			Detail: "repository " + privateRepo + " is not a directory", DispatchID: "d1", Dispatches: []string{"d1"}},
-		api.Task{ID: "c", State: api.TaskNeedsInput, Subagent: "coder", Question: "Which one? " + hostile, DispatchID: "d2", Dispatches: []string{"d2"}},
+		api.Task{ID: "c", State: lifecycle.TaskNeedsInput, Subagent: "coder", Question: "Which one? " + hostile, DispatchID: "d2", Dispatches: []string{"d2"}},
 	)
 	o.run.Repo = privateRepo
 	now := time.Now()
 	blobs := map[digest.Digest][]byte{"sha256:out": []byte("stdout " + hostile + "\n"), "sha256:tr": []byte(`{"text":"` + hostile + `"}` + "\n")}
 	recs := map[string]*dispatch.Record{
-		"d1": {ID: "d1", State: dispatch.StateStarted, Subagent: "coder", Repo: privateRepo, CreatedAt: now, StartedAt: &now,
+		"d1": {ID: "d1", State: lifecycle.DispatchStarted, Subagent: "coder", Repo: privateRepo, CreatedAt: now, StartedAt: &now,
 			Detail: "checkout " + privateRepo + ": exit status 128"},
-		"d2": {ID: "d2", State: dispatch.StateNeedsInput, Subagent: "coder", Repo: privateRepo, CreatedAt: now, EndedAt: &now,
+		"d2": {ID: "d2", State: lifecycle.DispatchNeedsInput, Subagent: "coder", Repo: privateRepo, CreatedAt: now, EndedAt: &now,
 			Reason: "", Detail: "asked: " + hostile,
 			Events: []dispatch.Event{{Seq: 1, Kind: "needs_input", At: now, Data: map[string]any{"question": hostile, "where": privateRepo + "/x"}}},
 			Result: &dispatch.Result{Stdout: &dispatch.Artifact{Digest: "sha256:out", Size: 10}, Transcript: &dispatch.Artifact{Digest: "sha256:tr", Size: 10},
 				Outputs:    []dispatch.Output{{Path: "invoice" + rlo + "fdp.exe", Digest: "sha256:x", Size: 3}},
 				NeedsInput: &dispatch.NeedsInput{Question: hostile}}},
-		"d3": {ID: "d3", State: dispatch.StateFailed, Subagent: "alone", Repo: privateRepo, CreatedAt: now, EndedAt: &now,
+		"d3": {ID: "d3", State: lifecycle.DispatchFailed, Subagent: "alone", Repo: privateRepo, CreatedAt: now, EndedAt: &now,
 			Reason: "worker-failed", Detail: "repository " + privateRepo + " is not a directory"},
 	}
 	mainLog := auditDB(t, "agora.db", audit.Entry{Actor: "cli", Kind: "dispatch.failed", Subject: "dispatch/d3",

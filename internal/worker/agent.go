@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/runtimes/adapters"
 	"github.com/agora-dev/agora/internal/sandboxfs"
@@ -123,24 +124,24 @@ func (r *runner) runAgent(ctx context.Context) *failure {
 		Binary:          runtimeBinaryPath(r.man),
 	})
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "start agent: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "start agent: %v", err)
 	}
 	r.exit = exit
 	r.res.ExitCode = exit.ExitCode
 	switch {
 	case exit.TimedOut && exit.Failure != "":
-		return fail(wire.ReasonTimeout, "%s", exit.Failure)
+		return fail(lifecycle.ReasonTimeout, "%s", exit.Failure)
 	case exit.TimedOut:
-		return fail(wire.ReasonTimeout, "agent killed after %ds", r.man.AgentTimeoutSeconds)
+		return fail(lifecycle.ReasonTimeout, "agent killed after %ds", r.man.AgentTimeoutSeconds)
 	case exit.Failure != "":
-		return fail(wire.ReasonWorkerFailed, "%s", exit.Failure)
+		return fail(lifecycle.ReasonWorkerFailed, "%s", exit.Failure)
 	case exit.ExitCode != 0:
 		// A question is a legitimate way to stop; needsInput decides. A model runtime's
 		// question is the model's own: a file the agent left does not count.
 		if exit.Question != "" || !r.modelRuntime() && r.hasNeedsInput() {
 			return nil
 		}
-		return fail(wire.ReasonWorkerFailed, "agent exited with code %d", exit.ExitCode)
+		return fail(lifecycle.ReasonWorkerFailed, "agent exited with code %d", exit.ExitCode)
 	}
 	return nil
 }
@@ -168,11 +169,11 @@ func (r *runner) needsInput(ctx context.Context) *failure {
 		return nil
 	}
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "needs_input: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "needs_input: %v", err)
 	}
 	n, err := wire.ParseNeedsInput(b)
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "needs_input: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "needs_input: %v", err)
 	}
 	if r.res.Status == wire.StatusOK {
 		r.res.Status = wire.StatusNeedsInput

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -97,7 +98,7 @@ func cliSealed(p string) error {
 // agent can take them again. outputs/ must be a directory if it is there at all.
 func (r *runner) reclaimOut() *failure {
 	if err := reclaimDir(r.out); err != nil {
-		return fail(wire.ReasonWorkerFailed, "take back out/: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "take back out/: %v", err)
 	}
 	return nil
 }
@@ -131,16 +132,16 @@ func (r *runner) keepAnswer(exit agentrun.Exit) *failure {
 	}
 	root, err := os.OpenRoot(r.out)
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "keep the answer: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "keep the answer: %v", err)
 	}
 	defer root.Close()
 	if exit.Final != nil {
 		if err := outputsDir(root); err != nil {
-			return fail(wire.ReasonWorkerFailed, "keep the answer: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "keep the answer: %v", err)
 		}
 		b := []byte(*exit.Final)
 		if err := replaceIn(root, wire.FinalPath, b); err != nil {
-			return fail(wire.ReasonWorkerFailed, "keep the answer: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "keep the answer: %v", err)
 		}
 		why := r.answerWhy
 		if r.answerSealed && !r.stopped {
@@ -156,10 +157,10 @@ func (r *runner) keepAnswer(exit agentrun.Exit) *failure {
 	if exit.Question != "" {
 		b, err := json.Marshal(wire.NeedsInput{Question: agentrun.Truncate(exit.Question, wire.MaxQuestion)})
 		if err != nil {
-			return fail(wire.ReasonWorkerFailed, "keep the question: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "keep the question: %v", err)
 		}
 		if err := replaceIn(root, wire.NeedsInputFile, b); err != nil {
-			return fail(wire.ReasonWorkerFailed, "keep the question: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "keep the question: %v", err)
 		}
 	}
 	return nil
@@ -253,7 +254,7 @@ func (r *runner) keepTranscript() *failure {
 		_, err := w.Write(b)
 		return err
 	}); err != nil {
-		return fail(wire.ReasonWorkerFailed, "transcript: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "transcript: %v", err)
 	}
 	sum := sha256.Sum256(b)
 	r.res.Transcript = &wire.FileInfo{Path: wire.TranscriptFile, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -21,7 +22,7 @@ func (r *runner) applyBase(ctx context.Context) *failure {
 	p := filepath.Join(r.opts.Root, wire.InputsDir, filepath.FromSlash(r.man.BasePatch))
 	fi, err := os.Lstat(p)
 	if err != nil || !fi.Mode().IsRegular() {
-		return fail(wire.ReasonWorkerFailed, "base patch %s: not a regular file among the inputs (%v)", r.man.BasePatch, err)
+		return fail(lifecycle.ReasonWorkerFailed, "base patch %s: not a regular file among the inputs (%v)", r.man.BasePatch, err)
 	}
 	if fi.Size() == 0 {
 		return nil // the rejected work changed nothing
@@ -30,13 +31,13 @@ func (r *runner) applyBase(ctx context.Context) *failure {
 		// The baseline was the empty workspace: the patch is taken against the empty tree.
 		g, err := newGitDir(r.opts.TempDir, r.workspace)
 		if err != nil {
-			return fail(wire.ReasonWorkerFailed, "base patch: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "base patch: %v", err)
 		}
 		g.tree = emptyTree
 		r.git = g
 	}
 	if err := r.git.run(ctx, nil, "apply", "--whitespace=nowarn", "--", p); err != nil {
-		return fail(wire.ReasonWorkerFailed, "base patch %s does not apply to the workspace: %v", r.man.BasePatch, err)
+		return fail(lifecycle.ReasonWorkerFailed, "base patch %s does not apply to the workspace: %v", r.man.BasePatch, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -76,7 +77,7 @@ func TestWorker_BasePatchThatDoesNotApply(t *testing.T) {
 	f.writeBasePatch(redPatch)
 	f.write()
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "base patch patch/patch.diff does not apply") {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonWorkerFailed || !strings.Contains(res.Detail, "base patch patch/patch.diff does not apply") {
 		t.Fatalf("got %q %q: %s", res.Status, res.Reason, res.Detail)
 	}
 	if exists(f.ws("ran")) {

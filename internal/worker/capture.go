@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agora-dev/agora/internal/gitexec"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -168,29 +169,29 @@ const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 func (r *runner) baseline(ctx context.Context) *failure {
 	empty, err := emptyDir(r.workspace)
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "baseline: %v", err)
 	}
 	if empty {
 		return nil
 	}
 	g, err := newGitDir(r.opts.TempDir, r.workspace)
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "baseline: %v", err)
 	}
 	r.git = g
 	if err := g.run(ctx, nil, "add", "-A"); err != nil {
-		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "baseline: %v", err)
 	}
 	var out bytes.Buffer
 	if err := g.run(ctx, &out, "write-tree"); err != nil {
-		return fail(wire.ReasonWorkerFailed, "baseline: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "baseline: %v", err)
 	}
 	tree := strings.TrimSpace(out.String())
 	if len(tree) != 40 && len(tree) != 64 {
-		return fail(wire.ReasonWorkerFailed, "baseline: git write-tree printed %q", agentrun.Truncate(tree, 100))
+		return fail(lifecycle.ReasonWorkerFailed, "baseline: git write-tree printed %q", agentrun.Truncate(tree, 100))
 	}
 	if _, err := hex.DecodeString(tree); err != nil {
-		return fail(wire.ReasonWorkerFailed, "baseline: git write-tree printed %q", agentrun.Truncate(tree, 100))
+		return fail(lifecycle.ReasonWorkerFailed, "baseline: git write-tree printed %q", agentrun.Truncate(tree, 100))
 	}
 	g.tree = tree
 	return nil
@@ -238,14 +239,14 @@ func (r *runner) captureRepo() (*gitDir, error) {
 func (r *runner) capture(ctx context.Context) *failure {
 	g, err := r.captureRepo()
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "capture: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "capture: %v", err)
 	}
 	if g != nil {
 		if err := g.run(ctx, nil, "add", "-A"); err != nil {
-			return fail(wire.ReasonWorkerFailed, "capture: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "capture: %v", err)
 		}
 		if err := r.maskBinarySecrets(ctx); err != nil {
-			return fail(wire.ReasonWorkerFailed, "capture: mask secrets in binary files: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "capture: mask secrets in binary files: %v", err)
 		}
 	}
 	pw := newPatchWriter(r.opts.testOnlyMaxPatch)
@@ -265,7 +266,7 @@ func (r *runner) capture(ctx context.Context) *failure {
 		return err
 	})
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "capture: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "capture: %v", err)
 	}
 	r.res.Patch = &wire.PatchInfo{
 		Path:         wire.PatchFile,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -158,7 +159,7 @@ sleep 100`)
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("took %v", d)
 	}
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonTimeout || res.ExitCode != -1 {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonTimeout || res.ExitCode != -1 {
 		t.Fatalf("got %q %q exit %d %q, want failed timeout -1", res.Status, res.Reason, res.ExitCode, res.Detail)
 	}
 	var pids []int
@@ -260,7 +261,7 @@ func TestWorker_TooManyOutputs(t *testing.T) {
 i=0; while [ $i -le `+strconv.Itoa(wire.MaxOutputs)+` ]; do : > f$i; i=$((i+1)); done`)
 	f.write()
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "more than 256 files") {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonWorkerFailed || !strings.Contains(res.Detail, "more than 256 files") {
 		t.Fatalf("got %q %q %q", res.Status, res.Reason, res.Detail)
 	}
 	if len(res.Outputs) != wire.MaxOutputs {

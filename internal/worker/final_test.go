@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -101,7 +102,7 @@ func TestFinal_OutputsSymlinkFails(t *testing.T) {
 	f := plantFixture(t, `rm -rf "$AGORA_OUT/outputs" && ln -s `+elsewhere+` "$AGORA_OUT/outputs"`, `{"approve": true}`)
 	f.stopped = true
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "out/outputs is a symlink") {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonWorkerFailed || !strings.Contains(res.Detail, "out/outputs is a symlink") {
 		t.Fatalf("got %s %s: %s; want worker-failed naming the symlink", res.Status, res.Reason, res.Detail)
 	}
 	if res.Final != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/runtime/agentrun/agentruntest"
@@ -61,7 +62,7 @@ func TestOpenAI_AuditFailureFailsClosed(t *testing.T) {
 	a := &memAuditor{FailKind: entry.ToolCall}
 	f, srv := modelFixture(t, []string{"list_files"}, a, openaitest.CallTool("list_files", "{}"), openaitest.Say("unreachable"))
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "tool call not audited") {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonWorkerFailed || !strings.Contains(res.Detail, "tool call not audited") {
 		t.Fatalf("got %s %s: %s, want failed worker-failed: tool call not audited", res.Status, res.Reason, res.Detail)
 	}
 	if n := len(srv.Accepted()); n != 1 {

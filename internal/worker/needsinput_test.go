@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -64,7 +65,7 @@ func TestWorker_NeedsInput(t *testing.T) {
 					t.Errorf("needs_input (-want +got):\n%s", diff)
 				}
 			} else {
-				if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || res.NeedsInput != nil {
+				if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonWorkerFailed || res.NeedsInput != nil {
 					t.Fatalf("got %q %q %q, want failed worker-failed", res.Status, res.Reason, res.Detail)
 				}
 				if !strings.Contains(res.Detail, tt.detail) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -39,11 +40,11 @@ func (r *runner) network(ctx context.Context) *failure {
 	}
 	socket, err := socketPath(r.opts.Root, wire.ProxySocket)
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "network: egress proxy: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "network: egress proxy: %v", err)
 	}
 	pr, err := startProxyRelay(socket, token)
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "network: egress proxy relay: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "network: egress proxy relay: %v", err)
 	}
 	r.proxy = pr
 	return nil

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -33,7 +34,7 @@ func (r *runner) outputs(ctx context.Context) *failure {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return fail(wire.ReasonWorkerFailed, "outputs: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "outputs: %v", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		r.skip(".", wire.SkipSymlink)
 		return nil
@@ -76,7 +77,7 @@ func (r *runner) outputs(ctx context.Context) *failure {
 			return nil
 		}
 		if len(r.res.Outputs) == wire.MaxOutputs {
-			over = fail(wire.ReasonWorkerFailed, "outputs: more than %d files under %s/", wire.MaxOutputs, wire.OutputsDir)
+			over = fail(lifecycle.ReasonWorkerFailed, "outputs: more than %d files under %s/", wire.MaxOutputs, wire.OutputsDir)
 			return errOutputsFull
 		}
 		info, ok, err := hashRegular(p, wire.MaxOutputsSize-total)
@@ -87,13 +88,13 @@ func (r *runner) outputs(ctx context.Context) *failure {
 			r.skip(rel, wire.SkipNotRegular)
 			return nil
 		case info.Size+total > wire.MaxOutputsSize:
-			over = fail(wire.ReasonWorkerFailed, "outputs: more than %d bytes under %s/", wire.MaxOutputsSize, wire.OutputsDir)
+			over = fail(lifecycle.ReasonWorkerFailed, "outputs: more than %d bytes under %s/", wire.MaxOutputsSize, wire.OutputsDir)
 			return errOutputsFull
 		}
 		total += info.Size
 		info.Path = wire.OutputsDir + "/" + rel
 		if names += len(info.Path); names > wire.MaxOutputNames {
-			over = fail(wire.ReasonWorkerFailed, "outputs: the names under %s/ are over %d bytes in all", wire.OutputsDir, wire.MaxOutputNames)
+			over = fail(lifecycle.ReasonWorkerFailed, "outputs: the names under %s/ are over %d bytes in all", wire.OutputsDir, wire.MaxOutputNames)
 			return errOutputsFull
 		}
 		r.res.Outputs = append(r.res.Outputs, info)
@@ -104,7 +105,7 @@ func (r *runner) outputs(ctx context.Context) *failure {
 		return over
 	}
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "outputs: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "outputs: %v", err)
 	}
 	return nil
 }

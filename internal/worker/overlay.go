@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/execrt"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -23,7 +24,7 @@ import (
 func (r *runner) overlay(ctx context.Context) *failure {
 	root, err := os.OpenRoot(r.workspace)
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "overlay: open workspace: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "overlay: open workspace: %v", err)
 	}
 	defer root.Close()
 	for _, c := range r.caps {
@@ -31,10 +32,10 @@ func (r *runner) overlay(ctx context.Context) *failure {
 			f, _ := findFile(c.files, p)
 			if _, err := root.Lstat(p); err == nil {
 				// Accept refuses this; a stage that disagrees fails rather than clobber.
-				return fail(wire.ReasonIntegrityFailed, "overlay capability %q: %s is already in the workspace", c.name, p)
+				return fail(lifecycle.ReasonIntegrityFailed, "overlay capability %q: %s is already in the workspace", c.name, p)
 			}
 			if err := catalog.Place(root, f, 0o755, 0o777); err != nil {
-				return fail(wire.ReasonIntegrityFailed, "overlay capability %q: %v", c.name, err)
+				return fail(lifecycle.ReasonIntegrityFailed, "overlay capability %q: %v", c.name, err)
 			}
 			r.overlaid = append(r.overlaid, p)
 		}
@@ -63,11 +64,11 @@ func (r *runner) setup(ctx context.Context) *failure {
 		dir := filepath.Join(r.opts.Root, wire.CapabilityFilesDir, c.name)
 		script := filepath.Join(dir, filepath.FromSlash(c.grants.Setup))
 		if err := sameFile(dir, c.grants.Setup, want.Data); err != nil {
-			return fail(wire.ReasonIntegrityFailed, "setup capability %q: %v", c.name, err)
+			return fail(lifecycle.ReasonIntegrityFailed, "setup capability %q: %v", c.name, err)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fail(wire.ReasonWorkerFailed, "setup capability %q: no time left of the %ds setup budget", c.name, r.man.SetupTimeoutSeconds)
+			return fail(lifecycle.ReasonWorkerFailed, "setup capability %q: no time left of the %ds setup budget", c.name, r.man.SetupTimeoutSeconds)
 		}
 		res, err := execrt.Run(ctx, execrt.Spec{
 			Argv:    []string{"/bin/sh", script},
@@ -79,13 +80,13 @@ func (r *runner) setup(ctx context.Context) *failure {
 		})
 		switch {
 		case err != nil:
-			return fail(wire.ReasonWorkerFailed, "setup capability %q: %v", c.name, err)
+			return fail(lifecycle.ReasonWorkerFailed, "setup capability %q: %v", c.name, err)
 		case res.TimedOut:
-			return fail(wire.ReasonWorkerFailed, "setup capability %q: script %s timed out (setup budget %ds)", c.name, c.grants.Setup, r.man.SetupTimeoutSeconds)
+			return fail(lifecycle.ReasonWorkerFailed, "setup capability %q: script %s timed out (setup budget %ds)", c.name, c.grants.Setup, r.man.SetupTimeoutSeconds)
 		case res.Cancelled:
-			return fail(wire.ReasonWorkerFailed, "setup capability %q: cancelled", c.name)
+			return fail(lifecycle.ReasonWorkerFailed, "setup capability %q: cancelled", c.name)
 		case res.ExitCode != 0:
-			return fail(wire.ReasonWorkerFailed, "setup capability %q: script %s exited with code %d", c.name, c.grants.Setup, res.ExitCode)
+			return fail(lifecycle.ReasonWorkerFailed, "setup capability %q: script %s exited with code %d", c.name, c.grants.Setup, res.ExitCode)
 		}
 	}
 	return nil

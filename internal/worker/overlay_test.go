@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -82,7 +83,7 @@ func TestWorker_OverlayRefusesAPathTheCheckoutHas(t *testing.T) {
 	}
 	f.write()
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonIntegrityFailed || !strings.Contains(res.Detail, "already in the workspace") {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonIntegrityFailed || !strings.Contains(res.Detail, "already in the workspace") {
 		t.Fatalf("got %q %q %q, want failed integrity-failed: already in the workspace", res.Status, res.Reason, res.Detail)
 	}
 	if got := readFile(t, outside); got != "untouched\n" {
@@ -138,7 +139,7 @@ func TestWorker_OverlayRefusesWorkspaceSymlinks(t *testing.T) {
 			tt.plant(t, f, outside)
 			f.write()
 			_, res := f.run()
-			if res.Status != wire.StatusFailed || res.Reason != wire.ReasonIntegrityFailed {
+			if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonIntegrityFailed {
 				t.Fatalf("got %q %q %q, want failed integrity-failed", res.Status, res.Reason, res.Detail)
 			}
 			if !strings.Contains(res.Detail, tt.detail) {
@@ -206,10 +207,10 @@ func TestWorker_SetupFailures(t *testing.T) {
 		reason  wire.Reason
 		detail  string
 	}{
-		{"non-zero exit", []testCap{setupCap("exit 5")}, 60, wire.ReasonWorkerFailed, "exited with code 5"},
-		{"timeout kills it", []testCap{setupCap("sleep 100 & sleep 100")}, 1, wire.ReasonWorkerFailed, "timed out"},
+		{"non-zero exit", []testCap{setupCap("exit 5")}, 60, lifecycle.ReasonWorkerFailed, "exited with code 5"},
+		{"timeout kills it", []testCap{setupCap("sleep 100 & sleep 100")}, 1, lifecycle.ReasonWorkerFailed, "timed out"},
 		{"script in the layout differs from the archive", []testCap{setupCap("echo first")}, 60,
-			wire.ReasonIntegrityFailed, "does not hold the capability's bytes"},
+			lifecycle.ReasonIntegrityFailed, "does not hold the capability's bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +218,7 @@ func TestWorker_SetupFailures(t *testing.T) {
 			f.caps = tt.caps
 			f.man.SetupTimeoutSeconds = tt.timeout
 			f.write()
-			if tt.reason == wire.ReasonIntegrityFailed {
+			if tt.reason == lifecycle.ReasonIntegrityFailed {
 				script := filepath.Join(f.root, wire.CapabilityFilesDir, "setup", "scripts", "setup.sh")
 				os.Chmod(script, 0o700)
 				if err := os.WriteFile(script, []byte("echo imposter\n"), 0o700); err != nil {

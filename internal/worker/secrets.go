@@ -9,8 +9,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/strictjson"
-	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // readSecrets reads the secrets object when the manifest names secret keys: a JSON object
@@ -28,35 +28,35 @@ func (r *runner) readSecrets(ctx context.Context) *failure {
 		// and an *os.File would close it when collected.
 		var st syscall.Stat_t
 		if err := syscall.Fstat(r.opts.secretsFD, &st); err != nil {
-			return fail(wire.ReasonFetchFailed, "secrets: descriptor %d is not open", r.opts.secretsFD)
+			return fail(lifecycle.ReasonFetchFailed, "secrets: descriptor %d is not open", r.opts.secretsFD)
 		}
 		if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFREG && t != syscall.S_IFIFO {
-			return fail(wire.ReasonFetchFailed, "secrets: descriptor %d is not a pipe or a file", r.opts.secretsFD)
+			return fail(lifecycle.ReasonFetchFailed, "secrets: descriptor %d is not a pipe or a file", r.opts.secretsFD)
 		}
 		f = os.NewFile(uintptr(r.opts.secretsFD), "secrets")
 		r.opts.SecretsFile = f
 	}
 	if f == nil {
-		return fail(wire.ReasonFetchFailed, "secrets: the manifest names %d secret keys but no secrets descriptor was passed", len(r.man.SecretKeys))
+		return fail(lifecycle.ReasonFetchFailed, "secrets: the manifest names %d secret keys but no secrets descriptor was passed", len(r.man.SecretKeys))
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return fail(wire.ReasonFetchFailed, "secrets: stat the descriptor: %v", err)
+		return fail(lifecycle.ReasonFetchFailed, "secrets: stat the descriptor: %v", err)
 	}
 	if m := fi.Mode(); !m.IsRegular() && m&os.ModeNamedPipe == 0 {
-		return fail(wire.ReasonFetchFailed, "secrets: the descriptor is a %v, want a pipe or a file", m.Type())
+		return fail(lifecycle.ReasonFetchFailed, "secrets: the descriptor is a %v, want a pipe or a file", m.Type())
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretsSize+1))
 	r.closeSecretsFile()
 	if err != nil {
-		return fail(wire.ReasonFetchFailed, "secrets: read the descriptor: %v", err)
+		return fail(lifecycle.ReasonFetchFailed, "secrets: read the descriptor: %v", err)
 	}
 	if len(b) > maxSecretsSize {
-		return fail(wire.ReasonFetchFailed, "secrets: over the %d byte limit", maxSecretsSize)
+		return fail(lifecycle.ReasonFetchFailed, "secrets: over the %d byte limit", maxSecretsSize)
 	}
 	var got map[string]string
 	if strictjson.Decode("secrets", b, maxSecretsSize, &got) != nil || got == nil {
-		return fail(wire.ReasonFetchFailed, "secrets: not a JSON object of string values")
+		return fail(lifecycle.ReasonFetchFailed, "secrets: not a JSON object of string values")
 	}
 	var missing, extra []string
 	for _, k := range r.man.SecretKeys {
@@ -71,14 +71,14 @@ func (r *runner) readSecrets(ctx context.Context) *failure {
 	}
 	switch {
 	case len(missing) > 0:
-		return fail(wire.ReasonFetchFailed, "secrets: missing keys %s", strings.Join(missing, ", "))
+		return fail(lifecycle.ReasonFetchFailed, "secrets: missing keys %s", strings.Join(missing, ", "))
 	case len(extra) > 0:
 		// Keys the manifest does not name are only listed by count: they could be anything.
-		return fail(wire.ReasonFetchFailed, "secrets: %d keys the manifest does not name", len(extra))
+		return fail(lifecycle.ReasonFetchFailed, "secrets: %d keys the manifest does not name", len(extra))
 	}
 	for _, k := range r.man.SecretKeys {
 		if strings.ContainsRune(got[k], 0) {
-			return fail(wire.ReasonFetchFailed, "secrets: the value of %s contains a NUL byte", k)
+			return fail(lifecycle.ReasonFetchFailed, "secrets: the value of %s contains a NUL byte", k)
 		}
 	}
 	r.secrets = got

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agora-dev/agora/internal/worker/wire"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // stopTimeout bounds how long the worker waits for the agent's processes to die.
@@ -37,19 +37,19 @@ func (r *runner) stop(ctx context.Context) *failure {
 	deadline := time.Now().Add(stopTimeout)
 	for {
 		if err := unix.Kill(-1, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fail(wire.ReasonWorkerFailed, "stop the agent's processes: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "stop the agent's processes: %v", err)
 		}
 		reapOrphans()
 		left, err := othersAlive()
 		if err != nil {
-			return fail(wire.ReasonWorkerFailed, "stop the agent's processes: %v", err)
+			return fail(lifecycle.ReasonWorkerFailed, "stop the agent's processes: %v", err)
 		}
 		if left == 0 {
 			r.stopped = true
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fail(wire.ReasonWorkerFailed, "stop the agent's processes: %d survived SIGKILL for %s", left, stopTimeout)
+			return fail(lifecycle.ReasonWorkerFailed, "stop the agent's processes: %d survived SIGKILL for %s", left, stopTimeout)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

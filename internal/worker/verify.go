@@ -2,6 +2,7 @@ package worker
 
 import (
 	"github.com/agora-dev/agora/internal/capped"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 
 	"context"
@@ -29,38 +30,38 @@ func (r *runner) verify(ctx context.Context) *failure {
 	bundle := filepath.Join(r.opts.Root, wire.BundleDir)
 	b, err := capped.NoFollow(filepath.Join(bundle, wire.ManifestFile), wire.MaxManifestSize)
 	if err != nil {
-		return fail(wire.ReasonIntegrityFailed, "verify: %v", err)
+		return fail(lifecycle.ReasonIntegrityFailed, "verify: %v", err)
 	}
 	m, err := wire.ParseManifest(b)
 	if err != nil {
-		return fail(wire.ReasonIntegrityFailed, "verify: %v", err)
+		return fail(lifecycle.ReasonIntegrityFailed, "verify: %v", err)
 	}
 	r.man = m
 
 	docBytes, err := capped.NoFollow(filepath.Join(bundle, m.Subagent.Path), maxSubagentDocSize)
 	if err != nil {
-		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
+		return fail(lifecycle.ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
 	}
 	if got := digest.Sum(docBytes); got != m.Subagent.Digest {
-		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: content is %s, want %s", m.Subagent.Name, got, m.Subagent.Digest)
+		return fail(lifecycle.ReasonIntegrityFailed, "verify subagent %q: content is %s, want %s", m.Subagent.Name, got, m.Subagent.Digest)
 	}
 	doc, err := catalog.ParseSubagentDoc(docBytes)
 	if err != nil {
-		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
+		return fail(lifecycle.ReasonIntegrityFailed, "verify subagent %q: %v", m.Subagent.Name, err)
 	}
 	r.doc = doc
 	if doc.Runtime != m.Runtime {
-		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: runtime is %q, manifest says %q", m.Subagent.Name, doc.Runtime, m.Runtime)
+		return fail(lifecycle.ReasonIntegrityFailed, "verify subagent %q: runtime is %q, manifest says %q", m.Subagent.Name, doc.Runtime, m.Runtime)
 	}
 	if !slices.Equal(doc.Command, m.Command) {
-		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: command is %q, manifest says %q", m.Subagent.Name, doc.Command, m.Command)
+		return fail(lifecycle.ReasonIntegrityFailed, "verify subagent %q: command is %q, manifest says %q", m.Subagent.Name, doc.Command, m.Command)
 	}
 	if len(doc.Capabilities) != len(m.Capabilities) {
-		return fail(wire.ReasonIntegrityFailed, "verify subagent %q: it pins %d capabilities, manifest lists %d", m.Subagent.Name, len(doc.Capabilities), len(m.Capabilities))
+		return fail(lifecycle.ReasonIntegrityFailed, "verify subagent %q: it pins %d capabilities, manifest lists %d", m.Subagent.Name, len(doc.Capabilities), len(m.Capabilities))
 	}
 	for i, pin := range doc.Capabilities {
 		if c := m.Capabilities[i]; pin.Name != c.Name || pin.Digest != c.Digest {
-			return fail(wire.ReasonIntegrityFailed, "verify subagent %q: capability %d is %s@%s, manifest says %s@%s", m.Subagent.Name, i, pin.Name, pin.Digest, c.Name, c.Digest)
+			return fail(lifecycle.ReasonIntegrityFailed, "verify subagent %q: capability %d is %s@%s, manifest says %s@%s", m.Subagent.Name, i, pin.Name, pin.Digest, c.Name, c.Digest)
 		}
 	}
 
@@ -68,20 +69,20 @@ func (r *runner) verify(ctx context.Context) *failure {
 	for _, c := range m.Capabilities {
 		data, err := capped.NoFollow(filepath.Join(bundle, c.Path), maxArchiveSize)
 		if err != nil {
-			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+			return fail(lifecycle.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
 		if got := digest.Sum(data); got != c.Digest {
-			return fail(wire.ReasonIntegrityFailed, "verify capability %q: content is %s, want %s", c.Name, got, c.Digest)
+			return fail(lifecycle.ReasonIntegrityFailed, "verify capability %q: content is %s, want %s", c.Name, got, c.Digest)
 		}
 		// The content cannot be longer than the archive; the host enforced its own size
 		// limit when the capability was registered.
 		files, err := catalog.ReadStored(data)
 		if err != nil {
-			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+			return fail(lifecycle.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
 		g, err := readGrants(files)
 		if err != nil {
-			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
+			return fail(lifecycle.ReasonIntegrityFailed, "verify capability %q: %v", c.Name, err)
 		}
 		r.caps = append(r.caps, capability{name: c.Name, files: files, grants: g})
 		union = union.Union(g.Set)
@@ -95,26 +96,26 @@ func (r *runner) verify(ctx context.Context) *failure {
 	} {
 		for _, g := range l.got {
 			if !slices.Contains(l.union, g) {
-				return fail(wire.ReasonIntegrityFailed, "verify: manifest grants %s %q, which no capability declares", l.name, g)
+				return fail(lifecycle.ReasonIntegrityFailed, "verify: manifest grants %s %q, which no capability declares", l.name, g)
 			}
 		}
 	}
 	// An egress rule may be narrower than the one a capability declares (a dispatch narrowed
 	// it), never wider.
 	if _, err := union.Narrow(grant.Set{Egress: m.Grants.Egress}); err != nil {
-		return fail(wire.ReasonIntegrityFailed, "verify: manifest grants egress no capability declares: %v", err)
+		return fail(lifecycle.ReasonIntegrityFailed, "verify: manifest grants egress no capability declares: %v", err)
 	}
 	// Approvals may be added by a dispatch, never dropped: every rule a capability declares
 	// holds its calls.
 	for _, a := range grant.NormalApprove(union.Approve) {
 		if !slices.Contains(grant.NormalApprove(m.Grants.Approve), a) {
-			return fail(wire.ReasonIntegrityFailed, "verify: capability approve rule %q is not in the manifest's grant", a.String())
+			return fail(lifecycle.ReasonIntegrityFailed, "verify: capability approve rule %q is not in the manifest's grant", a.String())
 		}
 	}
 
 	rt, err := runtimeFor(m.Runtime)
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "verify: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "verify: %v", err)
 	}
 	r.rt = rt
 	// What the worker prepares for the runtime is read off its description, so no runtime
@@ -123,7 +124,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 	if desc.Model.API != "" {
 		// The model runtimes reach their model only through the host's gateway.
 		if r.gateway, err = gatewaySocket(r.opts.Root); err != nil {
-			return fail(wire.ReasonWorkerFailed, "verify: runtime %q: %v", m.Runtime, err)
+			return fail(lifecycle.ReasonWorkerFailed, "verify: runtime %q: %v", m.Runtime, err)
 		}
 	}
 	if desc.MCP {
@@ -133,7 +134,7 @@ func (r *runner) verify(ctx context.Context) *failure {
 	}
 	// A learn dispatch's command was recorded at accept as tool.would_deny instead.
 	if desc.Needs.Command && !m.Learn && !grant.CommandAllowed(m.Grants.Commands, m.Command) {
-		return fail(wire.ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
+		return fail(lifecycle.ReasonDenied, "verify: command %q matches no commands pattern granted by the capabilities", m.Command)
 	}
 	return nil
 }
@@ -175,10 +176,10 @@ func (r *runner) findMCPConfig() *failure {
 			continue
 		}
 		if f.LinkTarget != "" {
-			return fail(wire.ReasonIntegrityFailed, "verify capability %q: %s is a symlink", c.name, MCPConfigFile)
+			return fail(lifecycle.ReasonIntegrityFailed, "verify capability %q: %s is a symlink", c.name, MCPConfigFile)
 		}
 		if from != "" {
-			return fail(wire.ReasonWorkerFailed, "verify: capabilities %q and %q both declare an MCP config (%s); a subagent may hold one", from, c.name, MCPConfigFile)
+			return fail(lifecycle.ReasonWorkerFailed, "verify: capabilities %q and %q both declare an MCP config (%s); a subagent may hold one", from, c.name, MCPConfigFile)
 		}
 		from, r.mcpConfig = c.name, f.Data
 	}

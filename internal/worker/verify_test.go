@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 	"github.com/google/go-cmp/cmp"
 )
@@ -119,7 +120,7 @@ func TestWorker_IntegrityFailed(t *testing.T) {
 			f.write()
 			tt.tamper(t, f)
 			_, res := f.run()
-			if res.Status != wire.StatusFailed || res.Reason != wire.ReasonIntegrityFailed {
+			if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonIntegrityFailed {
 				t.Fatalf("got %q %q %q, want failed integrity-failed", res.Status, res.Reason, res.Detail)
 			}
 			if !strings.Contains(res.Detail, tt.detail) {
@@ -157,7 +158,7 @@ func TestWorker_CommandNotGrantedIsDenied(t *testing.T) {
 	f.caps[0].yaml = "commands:\n  - python3 **\n  - sh -c true\n"
 	f.write()
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonDenied {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonDenied {
 		t.Fatalf("got %q %q %q, want failed denied", res.Status, res.Reason, res.Detail)
 	}
 	if !strings.Contains(res.Detail, "matches no commands pattern") {
@@ -247,7 +248,7 @@ func TestWorker_SecretsRefused(t *testing.T) {
 			}
 			f.write()
 			_, res := f.run()
-			if res.Status != wire.StatusFailed || res.Reason != wire.ReasonFetchFailed {
+			if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonFetchFailed {
 				t.Fatalf("got %q %q %q, want failed fetch-failed", res.Status, res.Reason, res.Detail)
 			}
 			if !strings.Contains(res.Detail, tt.detail) {
@@ -343,7 +344,7 @@ func TestWorker_ManifestDropsApproveRule(t *testing.T) {
 	f.man.Grants.Approve = nil
 	f.writeManifest()
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonIntegrityFailed {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonIntegrityFailed {
 		t.Fatalf("got %q %q %q, want failed integrity-failed", res.Status, res.Reason, res.Detail)
 	}
 	if want := `capability approve rule "command: sh -c *" is not in the manifest's grant`; !strings.Contains(res.Detail, want) {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -254,7 +255,7 @@ func (r *runner) steps(ctx context.Context) {
 		r.record(fl)
 	}
 	if ctx.Err() != nil {
-		r.record(fail(wire.ReasonWorkerFailed, "worker cancelled"))
+		r.record(fail(lifecycle.ReasonWorkerFailed, "worker cancelled"))
 		return
 	}
 	if !r.exit.TimedOut {
@@ -301,7 +302,7 @@ func (r *runner) writeResult() error {
 	b, err := r.res.Marshal()
 	if err != nil {
 		// A result the worker cannot marshal is a bug; still say so in a valid result.
-		r.res = wire.Result{Version: wire.ResultVersion, Status: wire.StatusFailed, Reason: wire.ReasonWorkerFailed,
+		r.res = wire.Result{Version: wire.ResultVersion, Status: wire.StatusFailed, Reason: lifecycle.ReasonWorkerFailed,
 			Detail: agentrun.Truncate("write result: "+err.Error(), wire.MaxDetail), Phases: r.res.Phases}
 		if b, err = r.res.Marshal(); err != nil {
 			return fmt.Errorf("write result: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -115,7 +116,7 @@ func TestWorker_NonZeroExit(t *testing.T) {
 	f := newFixture(t, "echo partial > work.txt; exit 3")
 	f.write()
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || res.ExitCode != 3 {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonWorkerFailed || res.ExitCode != 3 {
 		t.Fatalf("got %q %q exit %d, want failed worker-failed exit 3", res.Status, res.Reason, res.ExitCode)
 	}
 	if !strings.Contains(res.Detail, "code 3") {
@@ -138,7 +139,7 @@ func TestWorker_ModelRuntimeWithoutGateway(t *testing.T) {
 	f.command = nil
 	f.write()
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonWorkerFailed {
 		t.Fatalf("got %q %q, want failed worker-failed", res.Status, res.Reason)
 	}
 	if !strings.Contains(res.Detail, `runtime "claude-code": gateway: no socket`) {
@@ -216,7 +217,7 @@ func TestWorker_PatchTooLarge(t *testing.T) {
 	f.maxPatch = 256
 	f.write()
 	_, res := f.run()
-	if res.Status != wire.StatusFailed || res.Reason != wire.ReasonWorkerFailed || !strings.Contains(res.Detail, "over the 256 byte limit") {
+	if res.Status != wire.StatusFailed || res.Reason != lifecycle.ReasonWorkerFailed || !strings.Contains(res.Detail, "over the 256 byte limit") {
 		t.Fatalf("got %q %q %q, want failed worker-failed over the limit", res.Status, res.Reason, res.Detail)
 	}
 	if res.Patch != nil || exists(f.outPath(wire.PatchFile)) {

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
-	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // The worker's key (the gateway's side is modelgw/workerkey.go). Anything in the
@@ -36,7 +36,7 @@ func (r *runner) claimGateway(ctx context.Context) *failure {
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return fail(wire.ReasonWorkerFailed, "learn: make the worker's key: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "learn: make the worker's key: %v", err)
 	}
 	key := hex.EncodeToString(b[:])
 	gw := agentrun.Invocation{GatewaySocket: r.gateway, DialHost: r.opts.dialHost}.Gateway()
@@ -45,10 +45,10 @@ func (r *runner) claimGateway(ctx context.Context) *failure {
 	defer cancel()
 	status, reply, err := gw.Post(ctx, "/worker/claim", map[string]string{"key": key})
 	if err != nil {
-		return fail(wire.ReasonWorkerFailed, "learn: claim the gateway: %v", err)
+		return fail(lifecycle.ReasonWorkerFailed, "learn: claim the gateway: %v", err)
 	}
 	if status != http.StatusNoContent {
-		return fail(wire.ReasonWorkerFailed, "learn: claim the gateway: %s", agentrun.GatewayError(status, reply))
+		return fail(lifecycle.ReasonWorkerFailed, "learn: claim the gateway: %s", agentrun.GatewayError(status, reply))
 	}
 	r.workerKey = key
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/egress"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/modelgw"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -88,7 +89,7 @@ func TestClaimGateway(t *testing.T) {
 		t.Fatalf("the first claim: %d %v", st, err)
 	}
 	late := &runner{man: wire.Manifest{Learn: true}, gateway: first}
-	if fl := late.claimGateway(t.Context()); fl == nil || fl.reason != wire.ReasonWorkerFailed || !strings.Contains(fl.detail, "claimed this gateway already") || late.workerKey != "" {
+	if fl := late.claimGateway(t.Context()); fl == nil || fl.reason != lifecycle.ReasonWorkerFailed || !strings.Contains(fl.detail, "claimed this gateway already") || late.workerKey != "" {
 		t.Errorf("a claim after another: %+v, key %q; want the dispatch failed", fl, late.workerKey)
 	}
 

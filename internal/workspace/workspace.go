@@ -113,8 +113,8 @@ func Resolve(ctx context.Context, ws Workspace, rev string) (string, error) {
 	}
 	repo := ws.Doc.Repo
 	if r.IsCommit() {
-		out, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", r.Commit+"^{commit}")
-		if err != nil || out != r.Commit {
+		// The id must be a commit's own: a tag's id peels (^{commit}) to another and is refused.
+		if c, err := gitexec.Commit(ctx, repo, r.Commit); err != nil || c != r.Commit {
 			return "", refuse(rev, "is not a commit of the workspace's repository")
 		}
 		refs, err := git(ctx, repo, "for-each-ref", "--format=%(refname)", "--contains", r.Commit, "refs/heads", "refs/tags")
@@ -136,8 +136,8 @@ func Resolve(ctx context.Context, ws Workspace, rev string) (string, error) {
 		return "", refuse(rev, "is not allowed")
 	}
 	for _, full := range []string{"refs/heads/" + r.Name, "refs/tags/" + r.Name} {
-		if out, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", full+"^{commit}"); err == nil && out != "" {
-			return out, nil
+		if c, err := gitexec.Commit(ctx, repo, full); err == nil {
+			return c, nil
 		}
 	}
 	if err := ctx.Err(); err != nil {

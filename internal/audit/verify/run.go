@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
@@ -245,7 +246,7 @@ func (rv *runVerifier) check() {
 		case entry.TaskRejected:
 			// Red work (its verify gate failed) handed to the task's fix loop: its patch is
 			// the fix's input.
-			if d, ok := e.Details[entry.KeyDispatchID].(string); ok && e.Details[entry.KeyReason] == "verify-failed" {
+			if d, ok := e.Details[entry.KeyDispatchID].(string); ok && e.Details[entry.KeyReason] == lifecycle.ReasonVerifyFailed {
 				rv.redWork[d] = taskOf(e.Subject)
 			}
 		}
@@ -490,10 +491,10 @@ func (rv *runVerifier) provenance(m *dispatchManifest, manifests map[string]*dis
 		case task == "":
 			rv.fail(CheckProvenance, item, "input %q comes from dispatch %s, which is not a succeeded task of this run", in.Key, truncate(in.FromDispatch, 40))
 			continue
-		case up == nil || (!red && up.State != "finished"):
+		case up == nil || (!red && up.State != lifecycle.DispatchFinished):
 			rv.fail(CheckProvenance, item, "input %q: the manifest of upstream dispatch %s is missing or not finished", in.Key, in.FromDispatch)
 			continue
-		case red && (up.State != "failed" || (in.Select != "patch" && in.Select != "verify")):
+		case red && (up.State != lifecycle.DispatchFailed || (in.Select != "patch" && in.Select != "verify")):
 			rv.fail(CheckProvenance, item, "input %q: dispatch %s's work was rejected; only its patch and verdict go to its fix, not its %s (its manifest says %s)",
 				in.Key, in.FromDispatch, truncate(in.Select, 40), up.State)
 			continue

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 func TestSupervisors_Start(t *testing.T) {
@@ -28,7 +29,7 @@ exec sleep 30`)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if r.ID != "D1" || r.State != dispatch.StateStarted {
+	if r.ID != "D1" || r.State != lifecycle.DispatchStarted {
 		t.Fatalf("Start = %s %s, want D1 started", r.ID, r.State)
 	}
 	pids := spawned(t, dir)
@@ -62,7 +63,7 @@ func TestSupervisors_Start_SupervisorExitsAtOnce(t *testing.T) {
 	bin := fakeAgora(t, dir, `touch '`+dir+`/started-'"$3"`)
 	s := &Supervisors{Bin: bin, Records: recs}
 	r, err := s.Start(t.Context(), "D1")
-	if err != nil || r.State == dispatch.StateAccepted {
+	if err != nil || r.State == lifecycle.DispatchAccepted {
 		t.Fatalf("Start = %+v, %v; want the dispatch past accepted", r, err)
 	}
 }
@@ -121,7 +122,7 @@ func TestSupervisors_Watch_GivesUp(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
-	want := dispatch.Outcome{State: dispatch.StateFailed, Reason: dispatch.ReasonProviderFailed,
+	want := dispatch.Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonProviderFailed,
 		Detail: "3 supervisors exited before starting the worker"}
 	if r.State != want.State || r.Reason != want.Reason || r.Detail != want.Detail {
 		t.Errorf("Watch = %s/%s %q, want %s/%s %q", r.State, r.Reason, r.Detail, want.State, want.Reason, want.Detail)
@@ -161,14 +162,14 @@ exec sleep 30`)
 	agoratest.WaitFor(t, 10*time.Second, "a second supervisor", func() bool { return len(spawned(t, dir)) == 2 })
 	agoratest.WaitFor(t, 10*time.Second, "the worker to start", func() bool {
 		r, _ := recs.Get(t.Context(), "D1")
-		return r.State == dispatch.StateStarted
+		return r.State == lifecycle.DispatchStarted
 	})
 	// The second supervisor records the end, as a real one does.
-	if _, err := recs.Finish(t.Context(), "D1", dispatch.Outcome{State: dispatch.StateFinished}); err != nil {
+	if _, err := recs.Finish(t.Context(), "D1", dispatch.Outcome{State: lifecycle.DispatchFinished}); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done
-	if res.err != nil || res.r.State != dispatch.StateFinished {
+	if res.err != nil || res.r.State != lifecycle.DispatchFinished {
 		t.Fatalf("Watch = %+v, %v; want finished", res.r, res.err)
 	}
 	if pids := spawned(t, dir); len(pids) != 2 {
@@ -178,11 +179,11 @@ exec sleep 30`)
 
 func TestSupervisors_Watch_ReapsLost(t *testing.T) {
 	dir := t.TempDir()
-	recs := newFakeRecords(dir, &dispatch.Record{ID: "D1", State: dispatch.StateStarted})
+	recs := newFakeRecords(dir, &dispatch.Record{ID: "D1", State: lifecycle.DispatchStarted})
 	reaper := &lostReaper{f: recs}
 	s := &Supervisors{Bin: fakeAgora(t, dir, "exit 1"), Records: recs, Reaper: reaper, Poll: 10 * time.Millisecond}
-	r, err := s.Watch(t.Context(), &dispatch.Record{ID: "D1", State: dispatch.StateStarted})
-	if err != nil || r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonLost {
+	r, err := s.Watch(t.Context(), &dispatch.Record{ID: "D1", State: lifecycle.DispatchStarted})
+	if err != nil || r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonLost {
 		t.Fatalf("Watch = %+v, %v; want failed/lost", r, err)
 	}
 	if reaper.count() == 0 {
@@ -195,12 +196,12 @@ func TestSupervisors_Watch_ReapsLost(t *testing.T) {
 
 func TestSupervisors_Watch_CtxCancel(t *testing.T) {
 	dir := t.TempDir()
-	recs := newFakeRecords(dir, &dispatch.Record{ID: "D1", State: dispatch.StateStarted})
+	recs := newFakeRecords(dir, &dispatch.Record{ID: "D1", State: lifecycle.DispatchStarted})
 	recs.setSupervising(true)
 	s := &Supervisors{Bin: fakeAgora(t, dir, "exit 1"), Records: recs, Reaper: &lostReaper{f: recs}, Poll: 10 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := s.Watch(ctx, &dispatch.Record{ID: "D1", State: dispatch.StateStarted}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.Watch(ctx, &dispatch.Record{ID: "D1", State: lifecycle.DispatchStarted}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Watch = %v, want the context's error", err)
 	}
 	if got := recs.outcomes(); len(got) != 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // fakeRecords keeps records in memory. A supervisor script marks its dispatch started by
@@ -44,8 +45,8 @@ func (f *fakeRecords) Get(_ context.Context, id string) (*dispatch.Record, error
 	if !ok {
 		return nil, dispatch.ErrNotFound
 	}
-	if _, err := os.Stat(filepath.Join(f.dir, "started-"+id)); err == nil && r.State == dispatch.StateAccepted {
-		r.State = dispatch.StateStarted
+	if _, err := os.Stat(filepath.Join(f.dir, "started-"+id)); err == nil && r.State == lifecycle.DispatchAccepted {
+		r.State = lifecycle.DispatchStarted
 	}
 	c := *r
 	return &c, nil
@@ -58,7 +59,7 @@ func (f *fakeRecords) Supervisor(_ context.Context, id string) (string, bool, er
 	if !ok {
 		return "", false, dispatch.ErrNotFound
 	}
-	alive := r.State == dispatch.StateStarted && f.supervising
+	alive := r.State == lifecycle.DispatchStarted && f.supervising
 	return "1234:5678", alive, nil
 }
 
@@ -69,7 +70,7 @@ func (f *fakeRecords) Finish(_ context.Context, id string, o dispatch.Outcome) (
 	if !ok {
 		return false, dispatch.ErrNotFound
 	}
-	if dispatch.IsTerminal(r.State) {
+	if lifecycle.DispatchEnded(r.State) {
 		return false, nil
 	}
 	r.State, r.Reason, r.Detail = o.State, o.Reason, o.Detail
@@ -105,13 +106,13 @@ func (r *lostReaper) Reap(ctx context.Context) (int, error) {
 	r.f.mu.Lock()
 	var ids []string
 	for id, rec := range r.f.recs {
-		if rec.State == dispatch.StateStarted {
+		if rec.State == lifecycle.DispatchStarted {
 			ids = append(ids, id)
 		}
 	}
 	r.f.mu.Unlock()
 	for _, id := range ids {
-		if _, err := r.f.Finish(ctx, id, dispatch.Outcome{State: dispatch.StateFailed, Reason: dispatch.ReasonLost}); err != nil {
+		if _, err := r.f.Finish(ctx, id, dispatch.Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonLost}); err != nil {
 			return 0, err
 		}
 	}
@@ -189,5 +190,5 @@ func procStat(t *testing.T, pid int) []string {
 }
 
 func accepted(id string) *dispatch.Record {
-	return &dispatch.Record{ID: id, State: dispatch.StateAccepted}
+	return &dispatch.Record{ID: id, State: lifecycle.DispatchAccepted}
 }

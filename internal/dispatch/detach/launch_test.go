@@ -4,7 +4,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestSupervisors_Launch_DoneAtTheSupervisorsExit: Launch returns the started record and a
@@ -17,7 +17,7 @@ func TestSupervisors_Launch_DoneAtTheSupervisorsExit(t *testing.T) {
 exec sleep 30`)
 	s := &Supervisors{Bin: bin, Records: newFakeRecords(dir, accepted("D1"))}
 	r, done, err := s.Launch(t.Context(), "D1")
-	if err != nil || r.State != dispatch.StateStarted {
+	if err != nil || r.State != lifecycle.DispatchStarted {
 		t.Fatalf("Launch = %+v, %v; want D1 started", r, err)
 	}
 	if done == nil {

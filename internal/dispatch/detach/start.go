@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Start hands the accepted dispatch id to a detached supervisor and waits until the dispatch
@@ -61,7 +62,7 @@ func (s *Supervisors) Launch(ctx context.Context, id string) (*dispatch.Record, 
 		if err != nil {
 			return nil, nil, err
 		}
-		if r.State != dispatch.StateAccepted {
+		if r.State != lifecycle.DispatchAccepted {
 			return r, done, nil
 		}
 		if late {

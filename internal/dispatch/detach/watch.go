@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Watch reads rec's record until it ends and returns the terminal record. An accepted dispatch
@@ -25,13 +26,13 @@ func (s *Supervisors) Watch(ctx context.Context, rec *dispatch.Record) (*dispatc
 	var child <-chan struct{}
 	spawned := 0
 	self := dispatch.SelfSupervisor()
-	for !dispatch.IsTerminal(rec.State) {
+	for !lifecycle.DispatchEnded(rec.State) {
 		sup, alive, err := s.Records.Supervisor(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		switch {
-		case rec.State == dispatch.StateAccepted && child == nil && (!alive || sup == self):
+		case rec.State == lifecycle.DispatchAccepted && child == nil && (!alive || sup == self):
 			if spawned == MaxSpawns {
 				if err := s.giveUp(ctx, id, spawned); err != nil {
 					return nil, err
@@ -42,7 +43,7 @@ func (s *Supervisors) Watch(ctx context.Context, rec *dispatch.Record) (*dispatc
 			if child, _, err = s.spawn(rec.Target, id); err != nil {
 				return nil, fmt.Errorf("start supervisor of dispatch %s: %w", id, err)
 			}
-		case rec.State == dispatch.StateStarted && !alive:
+		case rec.State == lifecycle.DispatchStarted && !alive:
 			if _, err := s.Reaper.Reap(ctx); err != nil {
 				return nil, err
 			}
@@ -64,7 +65,7 @@ func (s *Supervisors) Watch(ctx context.Context, rec *dispatch.Record) (*dispatc
 // giveUp ends a dispatch whose supervisors keep exiting before they start the worker, so the
 // caller's retry policy decides (provider-failed is retryable).
 func (s *Supervisors) giveUp(ctx context.Context, id string, spawned int) error {
-	_, err := s.Records.Finish(ctx, id, dispatch.Outcome{State: dispatch.StateFailed, Reason: dispatch.ReasonProviderFailed,
+	_, err := s.Records.Finish(ctx, id, dispatch.Outcome{State: lifecycle.DispatchFailed, Reason: lifecycle.ReasonProviderFailed,
 		Detail: fmt.Sprintf("%d supervisors exited before starting the worker", spawned)})
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/execrt/execdef"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/store"
@@ -64,7 +65,7 @@ func (s Source) Gather(ctx context.Context, ids []string) (*Gathered, error) {
 		} else if r.Subagent != g.Subagent {
 			return nil, fmt.Errorf("dispatch %s is of subagent %q, not %q: suggest proposes for one subagent at a time", r.ID, r.Subagent, g.Subagent)
 		}
-		if !dispatch.IsTerminal(r.State) {
+		if !lifecycle.DispatchEnded(r.State) {
 			g.Unended = append(g.Unended, r.ID)
 		}
 		cmd, ok := commands[string(r.SubagentDigest)]

@@ -11,47 +11,9 @@ import (
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
-// Task states. pending, ready and running are live; needs_input waits for an answer; the
-// rest are terminal.
-const (
-	TaskPending    = "pending"
-	TaskReady      = "ready"
-	TaskRunning    = "running"
-	TaskSucceeded  = "succeeded"
-	TaskFailed     = "failed"
-	TaskNeedsInput = "needs_input"
-	TaskCancelled  = "cancelled"
-	TaskSkipped    = "skipped"
-	// TaskRejected is a fix whose work its loop's gates judged red: a later fix, or the
-	// loop's failure, took over. It counts as done for the run.
-	TaskRejected = "rejected"
-)
-
-// Run states, derived from the tasks: running while any task can still make progress,
-// needs_input when only answers can, then succeeded, failed or cancelled.
-const (
-	RunRunning    = "running"
-	RunNeedsInput = "needs_input"
-	RunSucceeded  = "succeeded"
-	RunFailed     = "failed"
-	RunCancelled  = "cancelled"
-)
-
-// RunTerminal reports whether a run in state s will not change without a retry.
-func RunTerminal(s string) bool {
-	return s == RunSucceeded || s == RunFailed || s == RunCancelled
-}
-
-// TaskTerminal reports whether a task in state s is final.
-func TaskTerminal(s string) bool {
-	switch s {
-	case TaskSucceeded, TaskFailed, TaskCancelled, TaskSkipped, TaskRejected:
-		return true
-	}
-	return false
-}
-
-// Run is one plan instance.
+// Run is one plan instance. Its State is one of internal/lifecycle's run states and Counts
+// counts its tasks by task state; a Task's State is a task state and its Reason a dispatch's
+// reason or the orchestrator's own (lifecycle.TaskReasons).
 type Run struct {
 	ID          string         `json:"id"`
 	Name        string         `json:"name"`

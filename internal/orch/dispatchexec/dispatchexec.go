@@ -22,6 +22,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -60,7 +61,7 @@ func (x *Executor) Start(ctx context.Context, a orch.Attempt, done func(orch.Out
 			if ctx.Err() != nil {
 				return // serve is stopping; the next serve re-attaches
 			}
-			o = orch.Outcome{State: api.TaskFailed, Reason: dispatch.ReasonProviderFailed, Detail: err.Error()}
+			o = orch.Outcome{State: lifecycle.TaskFailed, Reason: lifecycle.ReasonProviderFailed, Detail: err.Error()}
 		}
 		if x.Replicated != nil {
 			if werr := x.Replicated(ctx, time.Now()); werr != nil {
@@ -94,7 +95,7 @@ func (x *Executor) run(ctx context.Context, a orch.Attempt) (orch.Outcome, error
 		var reqErr *dispatch.RequestError
 		if errors.As(err, &reqErr) {
 			// The catalog or the target refuses it: nothing ran, and nothing will on a retry.
-			return orch.Outcome{State: api.TaskFailed, Reason: dispatch.ReasonDenied, Detail: reqErr.Error()}, nil
+			return orch.Outcome{State: lifecycle.TaskFailed, Reason: lifecycle.ReasonDenied, Detail: reqErr.Error()}, nil
 		}
 		if errors.Is(err, dispatch.ErrExists) {
 			rec, err = x.D.Records.Get(ctx, a.DispatchID)
@@ -107,7 +108,7 @@ func (x *Executor) run(ctx context.Context, a orch.Attempt) (orch.Outcome, error
 		return orch.Outcome{}, err
 	}
 	o := outcome(rec)
-	if o.State == api.TaskSucceeded {
+	if o.State == lifecycle.TaskSucceeded {
 		// A learn dispatch's products were made under a grant nobody enforced: its list
 		// expands no fan-out and its review judges nothing (docs/learn.md).
 		refused := dispatch.ProductRefusal(rec, "a fan-out or a review")
@@ -186,18 +187,18 @@ func (x *Executor) accept(ctx context.Context, a orch.Attempt) (*dispatch.Record
 func outcome(r *dispatch.Record) orch.Outcome {
 	o := orch.Outcome{DispatchID: r.ID, Reason: r.Reason, Detail: r.Detail, Usage: r.Usage, Verdict: r.Verdict}
 	switch r.State {
-	case dispatch.StateFinished:
-		o.State = api.TaskSucceeded
-	case dispatch.StateNeedsInput, dispatch.StateAnswered:
+	case lifecycle.DispatchFinished:
+		o.State = lifecycle.TaskSucceeded
+	case lifecycle.DispatchNeedsInput, lifecycle.DispatchAnswered:
 		// An answered dispatch ended needs_input; its answer is another attempt.
-		o.State = api.TaskNeedsInput
+		o.State = lifecycle.TaskNeedsInput
 		if r.Result != nil && r.Result.NeedsInput != nil {
 			o.Question = r.Result.NeedsInput.Question
 		}
-	case dispatch.StateCancelled:
-		o.State = api.TaskCancelled
+	case lifecycle.DispatchCancelled:
+		o.State = lifecycle.TaskCancelled
 	default:
-		o.State = api.TaskFailed
+		o.State = lifecycle.TaskFailed
 	}
 	return o
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // The built-in retry policy, which defaults.retry and a task's retry override field by field.
@@ -14,10 +16,6 @@ const (
 	DefaultMaxBackoff     = 5 * time.Minute
 	minMultiplier         = 1.0 // below 1 the backoff would shrink
 )
-
-// ReasonLost is the failure reason of an attempt whose worker was lost: its supervisor died
-// and the worker with it, so serve could not re-attach to it (dispatch.ReasonLost).
-const ReasonLost = "lost"
 
 // DefaultRetry returns the built-in policy: one attempt, and were there more, backoffs from 5s
 // doubling up to 5m, with worker-failed attempts retried.
@@ -93,15 +91,11 @@ func (r Retry) Backoff(attempt int, rnd func() float64) time.Duration {
 }
 
 // Retryable reports whether an attempt that failed for reason may be retried (attempts left
-// permitting): provider-failed, timeout, lost and gateway-unreachable always; worker-failed unless OnWorkerFailed is
-// false; denied, integrity-failed, limit-exceeded, budget-exceeded, fetch-failed, cancelled,
-// verify-failed, stack-conflict and any other reason never.
+// permitting): a reason [lifecycle.Retryable] names, worker-failed only unless OnWorkerFailed
+// is false.
 func (r Retry) Retryable(reason string) bool {
-	switch reason {
-	case "provider-failed", "timeout", ReasonLost, "gateway-unreachable":
-		return true
-	case "worker-failed":
+	if reason == lifecycle.ReasonWorkerFailed {
 		return r.OnWorkerFailed == nil || *r.OnWorkerFailed
 	}
-	return false
+	return lifecycle.Retryable(reason)
 }

@@ -8,7 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
 
@@ -92,19 +92,19 @@ func TestRetry_Retryable(t *testing.T) {
 		reason string
 		want   bool
 	}{
-		{dispatch.ReasonProviderFailed, true},
-		{dispatch.ReasonTimeout, true},
-		{plan.ReasonLost, true},
-		{dispatch.ReasonWorkerFailed, true},
-		{dispatch.ReasonDenied, false},
-		{dispatch.ReasonIntegrityFailed, false},
-		{dispatch.ReasonLimitExceeded, false},  // the same work would hit the same limit
-		{dispatch.ReasonBudgetExceeded, false}, // a retry would spend the same budget again
-		{dispatch.ReasonCancelled, false},
-		{dispatch.ReasonFetchFailed, false},
-		{dispatch.ReasonGatewayUnreachable, true}, // the gateway was away: the work itself is untried
-		{dispatch.ReasonVerifyFailed, false},      // the same patch fails the same gate; a fix loop tries again
-		{dispatch.ReasonStackConflict, false},     // the same bases conflict the same way
+		{lifecycle.ReasonProviderFailed, true},
+		{lifecycle.ReasonTimeout, true},
+		{lifecycle.ReasonLost, true},
+		{lifecycle.ReasonWorkerFailed, true},
+		{lifecycle.ReasonDenied, false},
+		{lifecycle.ReasonIntegrityFailed, false},
+		{lifecycle.ReasonLimitExceeded, false},  // the same work would hit the same limit
+		{lifecycle.ReasonBudgetExceeded, false}, // a retry would spend the same budget again
+		{lifecycle.ReasonCancelled, false},
+		{lifecycle.ReasonFetchFailed, false},
+		{lifecycle.ReasonGatewayUnreachable, true}, // the gateway was away: the work itself is untried
+		{lifecycle.ReasonVerifyFailed, false},      // the same patch fails the same gate; a fix loop tries again
+		{lifecycle.ReasonStackConflict, false},     // the same bases conflict the same way
 		{"", false},
 		{"something-new", false},
 		{"Timeout", false},
@@ -120,16 +120,16 @@ func TestRetry_Retryable(t *testing.T) {
 	}
 	t.Run("on_worker_failed false", func(t *testing.T) {
 		r := plan.Retry{OnWorkerFailed: &no}
-		if r.Retryable(dispatch.ReasonWorkerFailed) {
+		if r.Retryable(lifecycle.ReasonWorkerFailed) {
 			t.Errorf("worker-failed retried with on_worker_failed: false")
 		}
-		if !r.Retryable(dispatch.ReasonTimeout) {
+		if !r.Retryable(lifecycle.ReasonTimeout) {
 			t.Errorf("on_worker_failed: false stopped a timeout retry")
 		}
 	})
 	// A reason dispatch adds must be classified here on purpose, not fall to "never".
 	t.Run("every dispatch reason is in the table", func(t *testing.T) {
-		for _, reason := range dispatch.Reasons {
+		for _, reason := range lifecycle.Reasons() {
 			if !slices.ContainsFunc(tests, func(tt struct {
 				reason string
 				want   bool

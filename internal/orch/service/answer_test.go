@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -53,9 +54,9 @@ tasks:
 		}
 		return r
 	}
-	parent := waitRun(api.RunNeedsInput).Tasks[0].DispatchID
+	parent := waitRun(lifecycle.RunNeedsInput).Tasks[0].DispatchID
 	e.run("orch", "answer", runID, "ask", "--answer", "red")
-	r := waitRun(api.RunFailed)
+	r := waitRun(lifecycle.RunFailed)
 	if n := len(r.Tasks[0].Dispatches); n != 3 {
 		t.Fatalf("task ask has %d attempts, want 3 (the question, the answer, its retry): %+v", n, r.Tasks[0])
 	}
@@ -136,7 +137,7 @@ tasks:
 			must(t, err)
 			return r.Tasks[0]
 		}
-		for deadline := time.Now().Add(60 * time.Second); task().State != api.TaskNeedsInput; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(60 * time.Second); task().State != lifecycle.TaskNeedsInput; time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("run %s never needed input", runID)
 			}
@@ -145,7 +146,7 @@ tasks:
 		e.run("orch", "answer", runID, "ask", "--answer", "red")
 		var tk api.Task
 		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if tk = task(); tk.State == api.TaskPending && tk.RetryAt != nil || api.TaskTerminal(tk.State) || time.Now().After(deadline) {
+			if tk = task(); tk.State == lifecycle.TaskPending && tk.RetryAt != nil || lifecycle.TaskEnded(tk.State) || time.Now().After(deadline) {
 				break
 			}
 		}
@@ -156,7 +157,7 @@ tasks:
 		serve.Wait()
 		serve = e.serve()
 		r := waitRun(t, c, runID, time.Minute)
-		if r.State != api.RunFailed || len(r.Tasks[0].Dispatches) != 3 {
+		if r.State != lifecycle.RunFailed || len(r.Tasks[0].Dispatches) != 3 {
 			t.Fatalf("run %s after the restart: %s, task %+v; want failed after 3 attempts", runID, r.State, r.Tasks[0])
 		}
 		var retry struct {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/cron"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/orch/service"
@@ -21,7 +21,7 @@ import (
 type instantExec struct{}
 
 func (instantExec) Start(_ context.Context, a orch.Attempt, done func(orch.Outcome)) {
-	go done(orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded})
+	go done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
 }
 func (instantExec) Cancel(context.Context, string) {}
 

@@ -17,6 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
@@ -227,7 +228,7 @@ func TestServe_Kill9(t *testing.T) {
 		}
 	}
 	run := waitRun(t, c, runID, 4*time.Minute)
-	if run.State != api.RunSucceeded || !run.Sealed {
+	if run.State != lifecycle.RunSucceeded || !run.Sealed {
 		t.Fatalf("run ended %s (sealed %v): %v", run.State, run.Sealed, run.Counts)
 	}
 	h, err := c.Health(context.Background())
@@ -249,7 +250,7 @@ func waitRun(t *testing.T, c *client.Client, runID string, limit time.Duration) 
 	for {
 		run, err := c.Status(context.Background(), runID)
 		must(t, err)
-		if api.RunTerminal(run.State) {
+		if lifecycle.RunEnded(run.State) {
 			return run
 		}
 		if time.Now().After(deadline) {

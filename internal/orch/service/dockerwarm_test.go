@@ -16,7 +16,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/container"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // dockerHost is the Docker API the tests use: DOCKER_HOST, else the socket scripts/podman.sh
@@ -89,7 +89,7 @@ func (e *env) runBoxPlan(name string) string {
 	must(e.t, os.WriteFile(p, []byte("version: 1\nname: "+name+"\ndefaults: {target: box}\ntasks:\n  - id: t0\n    subagent: worker\n"), 0o644))
 	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", p), "\n")[0])
 	run := waitRun(e.t, e.client(), runID, 3*time.Minute)
-	if run.State != api.RunSucceeded {
+	if run.State != lifecycle.RunSucceeded {
 		e.t.Fatalf("run %s: %s, tasks %+v", name, run.State, run.Tasks)
 	}
 	_, byID := e.statusOf(runID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -124,7 +125,7 @@ tasks:
 
 	run, byID := e.statusOf("fixloop")
 	impl, fix, after := byID["impl"], byID["impl.fix-1"], byID["after"]
-	if run.State != api.RunSucceeded || impl.State != api.TaskSucceeded || fix.State != api.TaskSucceeded || after.State != api.TaskSucceeded {
+	if run.State != lifecycle.RunSucceeded || impl.State != lifecycle.TaskSucceeded || fix.State != lifecycle.TaskSucceeded || after.State != lifecycle.TaskSucceeded {
 		t.Fatalf("run %s: impl %s, impl.fix-1 %s, after %s (%s: %s)", run.State, impl.State, fix.State, after.State, fix.Reason, fix.Detail)
 	}
 	if _, extra := byID["impl.fix-2"]; extra || run.Total != 3 {
@@ -203,7 +204,7 @@ func TestServe_ReviewQuorum(t *testing.T) {
 			e.run("orch", "submit", writePlan(t, tt.name, "version: 1\nname: "+tt.name+"\ndefaults: {env: [model]}\ntasks:\n  - id: work\n    subagent: coder\n    review: "+tt.review+
 				"\n    on_fail: {fix: {subagent: fixer, max_attempts: 1}}\n"), "--wait")
 			run, byID := e.statusOf(tt.name)
-			if run.State != api.RunSucceeded {
+			if run.State != lifecycle.RunSucceeded {
 				t.Fatalf("run %s: %v", run.State, byID)
 			}
 			rc := byID["work.review-r-fixed"]
@@ -227,7 +228,7 @@ func TestServe_ReviewQuorum(t *testing.T) {
 				}
 				return
 			}
-			if fix.State != api.TaskSucceeded || byID["work"].Product != fix.DispatchID || run.Total != 8 {
+			if fix.State != lifecycle.TaskSucceeded || byID["work"].Product != fix.DispatchID || run.Total != 8 {
 				t.Errorf("fix %s, work's product %q, %d tasks", fix.State, byID["work"].Product, run.Total)
 			}
 			if v := byID["work.fix-1.review-r-fixed"].Review; v == nil || !v.Approve {
@@ -268,7 +269,7 @@ tasks:
 	}
 	run, byID := e.statusOf("attacks")
 	work := byID["work"]
-	if run.State != api.RunFailed || work.State != api.TaskFailed || work.Reason != "review-rejected" {
+	if run.State != lifecycle.RunFailed || work.State != lifecycle.TaskFailed || work.Reason != "review-rejected" {
 		t.Fatalf("run %s, work %s %s: %s", run.State, work.State, work.Reason, work.Detail)
 	}
 	for id, want := range map[string]string{

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -108,7 +109,7 @@ func TestServe_FanOutKill9(t *testing.T) {
 		run, err := c.Status(context.Background(), runID)
 		must(t, err)
 		split = run.Tasks[0]
-		if split.State == api.TaskRunning && split.DispatchID != "" && e.dispatchState(split.DispatchID) == "started" {
+		if split.State == lifecycle.TaskRunning && split.DispatchID != "" && e.dispatchState(split.DispatchID) == "started" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -142,7 +143,7 @@ func TestServe_FanOutKill9(t *testing.T) {
 		serve = e.serve()
 	}
 	run := waitRun(t, c, runID, 10*time.Minute)
-	if run.State != api.RunSucceeded || run.Total != 3+fanOutItems {
+	if run.State != lifecycle.RunSucceeded || run.Total != 3+fanOutItems {
 		t.Fatalf("run %s with %d tasks: %v", run.State, run.Total, run.Counts)
 	}
 	if tasks, exts, entries := e.orchCounts(runID); tasks != 3+fanOutItems || exts != 1 || entries != 1 {
@@ -150,7 +151,7 @@ func TestServe_FanOutKill9(t *testing.T) {
 	}
 	items := 0
 	for _, task := range run.Tasks {
-		if task.Added != nil && task.Added.Cause == "fan_out" && task.Added.Task == "each" && task.State == api.TaskSucceeded {
+		if task.Added != nil && task.Added.Cause == "fan_out" && task.Added.Task == "each" && task.State == lifecycle.TaskSucceeded {
 			items++
 		}
 	}
@@ -197,7 +198,7 @@ func TestServe_FanOutRefused(t *testing.T) {
 		t.Fatalf("a run of refused fan-outs succeeded:\n%s", out)
 	}
 	run, byID := e.statusOf("refused")
-	if run.Total != 11 || byID["ok"].State != api.TaskSucceeded {
+	if run.Total != 11 || byID["ok"].State != lifecycle.TaskSucceeded {
 		t.Fatalf("%d tasks (%v), ok %s", run.Total, taskIDs(run), byID["ok"].State)
 	}
 	for p, want := range map[string]string{
@@ -208,7 +209,7 @@ func TestServe_FanOutRefused(t *testing.T) {
 		"dup":     `items 0 and 1 have the same key "a"`,
 	} {
 		f := byID["f-"+p]
-		if byID["p-"+p].State != api.TaskSucceeded || f.State != api.TaskFailed || f.Reason != "fan-out-refused" || !strings.Contains(f.Detail, want) {
+		if byID["p-"+p].State != lifecycle.TaskSucceeded || f.State != lifecycle.TaskFailed || f.Reason != "fan-out-refused" || !strings.Contains(f.Detail, want) {
 			t.Errorf("f-%s: %s %s %q; want failed fan-out-refused with %q (producer %s)", p, f.State, f.Reason, f.Detail, want, byID["p-"+p].State)
 		}
 	}

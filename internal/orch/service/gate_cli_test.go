@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestDispatchRun_VerifyGoTest is the CLI's gate end to end with the real binary, real
@@ -69,7 +70,7 @@ subagents:
 	var r dispatch.Record
 	must(t, json.Unmarshal(out, &r))
 	v := r.Verdict
-	if r.State != dispatch.StateFailed || r.Reason != dispatch.ReasonVerifyFailed || v == nil || v.Passed || v.Exit == 0 {
+	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonVerifyFailed || v == nil || v.Passed || v.Exit == 0 {
 		t.Fatalf("dispatch %s %s (%s), verdict %+v", r.State, r.Reason, r.Detail, v)
 	}
 	if !strings.Contains(v.OutputTail, "Add(2, 3) != 5") || r.Result == nil || r.Result.Patch == nil {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -42,10 +43,10 @@ tasks:
 		byID[task.ID] = task
 	}
 	good, bad := byID["good"], byID["bad"]
-	if good.State != api.TaskSucceeded || good.Verdict == nil || !good.Verdict.Passed || good.Verdict.OutputTail != "green\n" {
+	if good.State != lifecycle.TaskSucceeded || good.Verdict == nil || !good.Verdict.Passed || good.Verdict.OutputTail != "green\n" {
 		t.Errorf("good: %s, verdict %+v", good.State, good.Verdict)
 	}
-	if bad.State != api.TaskFailed || bad.Reason != "verify-failed" || bad.Verdict == nil || bad.Verdict.Exit != 1 || bad.Verdict.OutputTail != "broken\n" {
+	if bad.State != lifecycle.TaskFailed || bad.Reason != "verify-failed" || bad.Verdict == nil || bad.Verdict.Exit != 1 || bad.Verdict.OutputTail != "broken\n" {
 		t.Errorf("bad: %s %s, verdict %+v", bad.State, bad.Reason, bad.Verdict)
 	}
 	if human := e.run("orch", "status", "gated"); !strings.Contains(human, "failed: exit-status") || !strings.Contains(human, "passed") {
@@ -167,7 +168,7 @@ tasks:
 	if v := byID["silent"].Verdict; v == nil || v.Reason != "no-evidence" || !strings.Contains(v.Detail, "wrote no /agora/report/junit.xml") {
 		t.Errorf("silent: %s, verdict %+v", byID["silent"].State, v)
 	}
-	if v := byID["evidenced"].Verdict; byID["evidenced"].State != api.TaskSucceeded || v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Tests != 2 {
+	if v := byID["evidenced"].Verdict; byID["evidenced"].State != lifecycle.TaskSucceeded || v == nil || !v.Passed || v.Evidence == nil || v.Evidence.Tests != 2 {
 		t.Errorf("evidenced: %s, verdict %+v", byID["evidenced"].State, v)
 	}
 	if human := e.run("orch", "status", "allowed"); !strings.Contains(human, "outside-changes") || !strings.Contains(human, "no-evidence") {

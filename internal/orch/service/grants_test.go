@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -30,13 +31,13 @@ tasks:
 	for _, task := range run.Tasks {
 		got[task.ID] = task
 	}
-	if got["same"].State != api.TaskSucceeded {
+	if got["same"].State != lifecycle.TaskSucceeded {
 		t.Errorf("same: %+v, want succeeded", got["same"])
 	}
-	if s := got["none"]; s.State != api.TaskFailed || s.Reason != "denied" || !strings.Contains(s.Detail, "not granted") {
+	if s := got["none"]; s.State != lifecycle.TaskFailed || s.Reason != "denied" || !strings.Contains(s.Detail, "not granted") {
 		t.Errorf("none: %+v, want failed/denied: the command is not granted", s)
 	}
-	if s := got["widen"]; s.State != api.TaskFailed || s.Reason != "denied" || !strings.Contains(s.Detail, "write_file") || s.Attempts != 1 {
+	if s := got["widen"]; s.State != lifecycle.TaskFailed || s.Reason != "denied" || !strings.Contains(s.Detail, "write_file") || s.Attempts != 1 {
 		t.Errorf("widen: %+v, want failed/denied naming write_file after one attempt", s)
 	}
 }

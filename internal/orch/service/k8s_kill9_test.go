@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -196,7 +196,7 @@ tasks:
 	// dispatch's terminal state is the one a worker that exits 0 without a result gets.
 	keptState, keptReason := e.dispatchState(kept)
 	t.Logf("run %s; kept ended %s/%s", run.State, keptState, keptReason)
-	if !api.RunTerminal(run.State) || keptState != "failed" || keptReason != "worker-failed" {
+	if !lifecycle.RunEnded(run.State) || keptState != "failed" || keptReason != "worker-failed" {
 		t.Errorf("the kept dispatch ended %s/%s (run %s); want failed/worker-failed, its pod's end", keptState, keptReason, run.State)
 	}
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -49,7 +49,7 @@ tasks:
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
 
 	run := waitRun(t, e.client(), runID, time.Minute)
-	if run.State != api.RunSucceeded || run.Tasks[0].Attempts != 2 {
+	if run.State != lifecycle.RunSucceeded || run.Tasks[0].Attempts != 2 {
 		t.Fatalf("run %s, task %+v; want succeeded on its second attempt", run.State, run.Tasks[0])
 	}
 	var state, reason string

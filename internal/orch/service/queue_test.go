@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -54,7 +54,7 @@ func TestQueue_NeverOverlaps(t *testing.T) {
 		t.Errorf("orch status lists the queues as:\n%s", out)
 	}
 	for _, id := range append(ids, other) {
-		if r := waitRun(t, c, id, 2*time.Minute); r.State != api.RunSucceeded {
+		if r := waitRun(t, c, id, 2*time.Minute); r.State != lifecycle.RunSucceeded {
 			t.Fatalf("run %s ended %s", id, r.State)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam30_LearnProductsFeedNothing: a learn dispatch's products do not
@@ -52,7 +52,7 @@ tasks:
 	if len(added) > 0 {
 		t.Errorf("a learn producer's list fed a fan-out: items %v (run %s)\n%s", added, run.State, out)
 	}
-	if each := byID["each"]; each.State == api.TaskSucceeded || !strings.Contains(each.Detail, "learn") {
+	if each := byID["each"]; each.State == lifecycle.TaskSucceeded || !strings.Contains(each.Detail, "learn") {
 		t.Errorf("the fan-out from a learn producer: %s %q, want it refused saying learn", each.State, each.Detail)
 	}
 }

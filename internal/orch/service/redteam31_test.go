@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -312,7 +312,7 @@ func TestRedTeam31_StandbyMisfitIsCountedCold(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "misfit.yaml")
 	must(t, os.WriteFile(p, []byte("version: 1\nname: misfit\ntasks:\n  - id: t0\n    subagent: probe\n    timeout: 7m\n"), 0o644))
 	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", p), "\n")[0])
-	if run := waitRun(t, e.client(), runID, 2*time.Minute); run.State != api.RunSucceeded {
+	if run := waitRun(t, e.client(), runID, 2*time.Minute); run.State != lifecycle.RunSucceeded {
 		t.Fatalf("run: %s", run.State)
 	}
 	_, byID := e.statusOf(runID)
@@ -482,7 +482,7 @@ func TestRedTeam31_RestartRacesRefill(t *testing.T) {
 	must(t, os.WriteFile(after, []byte("version: 1\nname: after\ntasks:\n  - id: t0\n    subagent: probe\n"), 0o644))
 	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", after), "\n")[0])
 	run := waitRun(t, e.client(), runID, 2*time.Minute)
-	if run.State != api.RunSucceeded {
+	if run.State != lifecycle.RunSucceeded {
 		id := run.Tasks[0].DispatchID
 		var task, sup string
 		db.SQL().QueryRow(`SELECT provider_task_id, supervisor FROM dispatches WHERE id = ?`, id).Scan(&task, &sup)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/s3"
 	"github.com/agora-dev/agora/internal/store"
 )
@@ -81,7 +81,7 @@ func succeededTasks(t *testing.T, path, runID string) map[string]bool {
 	db, err := store.OpenReadOnly(context.Background(), path)
 	must(t, err)
 	defer db.Close()
-	rows, err := db.SQL().Query(`SELECT id FROM tasks WHERE run_id = ? AND state = ?`, runID, api.TaskSucceeded)
+	rows, err := db.SQL().Query(`SELECT id FROM tasks WHERE run_id = ? AND state = ?`, runID, lifecycle.TaskSucceeded)
 	must(t, err)
 	defer rows.Close()
 	out := map[string]bool{}
@@ -250,7 +250,7 @@ func TestRedTeam33_DrillKill9RestoreRestart(t *testing.T) {
 
 	serve = d.serve()
 	run := waitRun(t, d.client(), runID, 4*time.Minute)
-	if run.State != api.RunSucceeded {
+	if run.State != lifecycle.RunSucceeded {
 		b, _ := os.ReadFile(filepath.Join(d.home, "..", "serve.log"))
 		t.Fatalf("the restored run ended %s: %v\n%s", run.State, run.Counts, b)
 	}
@@ -263,7 +263,7 @@ func TestRedTeam33_DrillKill9RestoreRestart(t *testing.T) {
 	must(t, err)
 	defer odb.Close()
 	rows, err := odb.SQL().Query(`SELECT t.id, count(a.dispatch_id) FROM tasks t LEFT JOIN attempts a
-		ON a.run_id = t.run_id AND a.task_idx = t.idx AND a.state = ? WHERE t.run_id = ? GROUP BY t.id`, api.TaskSucceeded, runID)
+		ON a.run_id = t.run_id AND a.task_idx = t.idx AND a.state = ? WHERE t.run_id = ? GROUP BY t.id`, lifecycle.TaskSucceeded, runID)
 	must(t, err)
 	tasks := 0
 	for rows.Next() {

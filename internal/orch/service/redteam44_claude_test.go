@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 	"github.com/agora-dev/agora/internal/shellwords"
@@ -139,7 +140,7 @@ envs:
 			}
 			_, byID := e.statusOf("claude")
 			r := byID["work.review-r-claude"]
-			if r.State != api.TaskSucceeded {
+			if r.State != lifecycle.TaskSucceeded {
 				t.Fatalf("the reviewer: %s %s (%s)\n%s", r.State, r.Reason, r.Detail, e.run("dispatch", "logs", r.DispatchID, "--stderr"))
 			}
 			seen := ""

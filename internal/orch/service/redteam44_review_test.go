@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // The attacks on a review: the code under review, once a reviewer runs it, writes where the
@@ -236,7 +236,7 @@ func TestRedTeam44_ReviewForgery(t *testing.T) {
 	})
 	t.Run("honest", func(t *testing.T) {
 		h := byID["honest"]
-		if h.State != api.TaskSucceeded {
+		if h.State != lifecycle.TaskSucceeded {
 			t.Errorf("the honest add: %s %s (%s)", h.State, h.Reason, h.Detail)
 		}
 		if reviewed := e.reviewedEntries("forgery", "honest"); len(reviewed) != 1 || reviewed[0]["approved"] != true {
@@ -267,7 +267,7 @@ func TestRedTeam44_ReviewForgery(t *testing.T) {
 	if told == 0 {
 		t.Error("no reviewer was told how to give its review")
 	}
-	if run.State != api.RunFailed {
+	if run.State != lifecycle.RunFailed {
 		t.Errorf("run %s", run.State)
 	}
 }
@@ -330,10 +330,10 @@ func TestRedTeam44_ReviewerFailsClosed(t *testing.T) {
 	}
 	_, byID := e.statusOf("closed")
 	w, r := byID["work"], byID["work.review-r-probe"]
-	if r.State != api.TaskFailed || !strings.Contains(r.Detail, "out/outputs is a symlink") || r.Review != nil {
+	if r.State != lifecycle.TaskFailed || !strings.Contains(r.Detail, "out/outputs is a symlink") || r.Review != nil {
 		t.Errorf("the reviewer: %s %s (%s), review %+v; want failed naming the symlink, no review", r.State, r.Reason, r.Detail, r.Review)
 	}
-	if w.State != api.TaskFailed || w.Reason != "review-rejected" || !strings.Contains(w.Detail, "work.review-r-probe failed") {
+	if w.State != lifecycle.TaskFailed || w.Reason != "review-rejected" || !strings.Contains(w.Detail, "work.review-r-probe failed") {
 		t.Errorf("work: %s %s (%s)", w.State, w.Reason, w.Detail)
 	}
 	if reviewed := e.reviewedEntries("closed", "work"); len(reviewed) != 1 || reviewed[0]["approved"] != false {

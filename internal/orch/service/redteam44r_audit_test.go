@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // TestRedTeam44R_ReviewAuditNamesFinal: the signed run bundle says which answer each review
@@ -32,7 +32,7 @@ func TestRedTeam44R_ReviewAuditNamesFinal(t *testing.T) {
 	want := map[string]string{} // reviewer dispatch -> the digest of its final answer
 	for _, rv := range []string{"work.review-r-approve", "work.review-r-prose"} {
 		r := byID[rv]
-		if r.State != api.TaskSucceeded {
+		if r.State != lifecycle.TaskSucceeded {
 			t.Fatalf("%s: %s %s (%s)", rv, r.State, r.Reason, r.Detail)
 		}
 		var rec struct {

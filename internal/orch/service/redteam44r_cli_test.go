@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 	"github.com/agora-dev/agora/internal/runtimebin"
@@ -131,7 +131,7 @@ func TestRedTeam44R_ClaudeReviewerConfigForgery(t *testing.T) {
 	if ok {
 		t.Fatalf("the work was approved: review %+v\n%s", r.Review, out)
 	}
-	if v := r.Review; r.State != api.TaskSucceeded || v == nil || v.Approve || v.Invalid || len(v.Reasons) != 1 || v.Reasons[0] != "claude rejects the work" {
+	if v := r.Review; r.State != lifecycle.TaskSucceeded || v == nil || v.Approve || v.Invalid || len(v.Reasons) != 1 || v.Reasons[0] != "claude rejects the work" {
 		t.Errorf("the reviewer: %s %s (%s), review %+v; want the model's own rejection", r.State, r.Reason, r.Detail, r.Review)
 	}
 	if reviewed := e.reviewedEntries("cfg", "work"); len(reviewed) != 1 || reviewed[0]["approved"] != false {
@@ -215,7 +215,7 @@ func TestRedTeam44R_CodexReviewerConfigForgery(t *testing.T) {
 	if ok {
 		t.Fatalf("the work was approved: review %+v\n%s", r.Review, out)
 	}
-	if v := r.Review; r.State != api.TaskSucceeded || v == nil || v.Approve || v.Invalid || len(v.Reasons) != 1 || v.Reasons[0] != "codex rejects the work" {
+	if v := r.Review; r.State != lifecycle.TaskSucceeded || v == nil || v.Approve || v.Invalid || len(v.Reasons) != 1 || v.Reasons[0] != "codex rejects the work" {
 		t.Errorf("the reviewer: %s %s (%s), review %+v; want the model's own rejection", r.State, r.Reason, r.Detail, r.Review)
 	}
 	if reviewed := e.reviewedEntries("cfg", "work"); len(reviewed) != 1 || reviewed[0]["approved"] != false {

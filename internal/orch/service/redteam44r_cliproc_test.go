@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/claudert/anthropictest"
 	"github.com/agora-dev/agora/internal/runtime/codexrt/responsestest"
 )
@@ -194,7 +194,7 @@ func TestRedTeam44R_ClaudeReviewerReachesCLI(t *testing.T) {
 	if ok {
 		t.Fatalf("the work was approved: review %+v\n%s", r.Review, out)
 	}
-	if v := r.Review; r.State != api.TaskSucceeded || v == nil || v.Approve || v.Invalid || len(v.Reasons) != 1 || v.Reasons[0] != "claude rejects the work" {
+	if v := r.Review; r.State != lifecycle.TaskSucceeded || v == nil || v.Approve || v.Invalid || len(v.Reasons) != 1 || v.Reasons[0] != "claude rejects the work" {
 		t.Errorf("the reviewer: %s %s (%s), review %+v; want the model's own rejection", r.State, r.Reason, r.Detail, r.Review)
 	}
 }
@@ -236,7 +236,7 @@ func TestRedTeam44R_CodexReviewerReachesCLI(t *testing.T) {
 	if ok {
 		t.Fatalf("the work was approved: review %+v\n%s", r.Review, out)
 	}
-	if v := r.Review; r.State != api.TaskSucceeded || v == nil || v.Approve || v.Invalid || len(v.Reasons) != 1 || v.Reasons[0] != "codex rejects the work" {
+	if v := r.Review; r.State != lifecycle.TaskSucceeded || v == nil || v.Approve || v.Invalid || len(v.Reasons) != 1 || v.Reasons[0] != "codex rejects the work" {
 		t.Errorf("the reviewer: %s %s (%s), review %+v; want the model's own rejection", r.State, r.Reason, r.Detail, r.Review)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -38,10 +39,10 @@ func TestRedTeam44R_ReviewerEndsWithoutAnswer(t *testing.T) {
 		_, byID := e.statusOf("late")
 		w, r := byID["work"], byID["work.review-r-probe"]
 		t.Logf("the reviewer: %s %s (%s)", r.State, r.Reason, r.Detail)
-		if r.State != api.TaskFailed || r.Reason != "timeout" || r.Review != nil {
+		if r.State != lifecycle.TaskFailed || r.Reason != "timeout" || r.Review != nil {
 			t.Errorf("the reviewer: %s %s (%s), review %+v; want failed timeout with no review", r.State, r.Reason, r.Detail, r.Review)
 		}
-		if w.State != api.TaskFailed || w.Reason != "review-rejected" {
+		if w.State != lifecycle.TaskFailed || w.Reason != "review-rejected" {
 			t.Errorf("work: %s %s (%s), want failed review-rejected", w.State, w.Reason, w.Detail)
 		}
 		if reviewed := e.reviewedEntries("late", "work"); len(reviewed) != 1 || reviewed[0]["approved"] != false {
@@ -57,21 +58,21 @@ func TestRedTeam44R_ReviewerEndsWithoutAnswer(t *testing.T) {
 		var byID map[string]api.Task
 		if !agoratest.Poll(2*time.Minute, func() bool {
 			_, byID = e.statusOf(runID)
-			return byID["work.review-r-probe"].State == api.TaskRunning
+			return byID["work.review-r-probe"].State == lifecycle.TaskRunning
 		}) {
 			t.Fatalf("the reviewer never ran: %+v", byID)
 		}
 		e.run("orch", "cancel", runID)
 		if !agoratest.Poll(2*time.Minute, func() bool {
 			run, byID = e.statusOf(runID)
-			return api.RunTerminal(run.State)
+			return lifecycle.RunEnded(run.State)
 		}) {
 			t.Fatalf("the run never ended after its cancel: %s", run.State)
 		}
-		if run.State != api.RunCancelled {
+		if run.State != lifecycle.RunCancelled {
 			t.Errorf("run %s, want cancelled", run.State)
 		}
-		if w := byID["work"]; w.State == api.TaskSucceeded {
+		if w := byID["work"]; w.State == lifecycle.TaskSucceeded {
 			t.Errorf("the work succeeded: %+v", w)
 		}
 		if r := byID["work.review-r-probe"]; r.Review != nil && r.Review.Approve {

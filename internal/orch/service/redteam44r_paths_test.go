@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -101,7 +102,7 @@ func TestRedTeam44R_ReviewerPaths(t *testing.T) {
 		var work api.Task
 		agoratest.Eventually(t, 2*time.Minute, "the work to run", func() error {
 			_, byID := e.statusOf(runID)
-			if work = byID["work"]; work.State != api.TaskRunning || work.DispatchID == "" {
+			if work = byID["work"]; work.State != lifecycle.TaskRunning || work.DispatchID == "" {
 				return fmt.Errorf("work is %+v", work)
 			}
 			return nil
@@ -121,7 +122,7 @@ func TestRedTeam44R_ReviewerPaths(t *testing.T) {
 		run := waitRun(t, e.client(), runID, 2*time.Minute)
 		_, byID := e.statusOf(runID)
 		w, r := byID["work"], byID["work.review-r-slip"]
-		if run.State == api.RunSucceeded || w.State == api.TaskSucceeded {
+		if run.State == lifecycle.RunSucceeded || w.State == lifecycle.TaskSucceeded {
 			t.Fatalf("the work was approved by the changed reviewer: %+v %+v", w, r.Review)
 		}
 		// The run pinned r-slip at submit to the version its check looked at: the reviewer that
@@ -134,7 +135,7 @@ func TestRedTeam44R_ReviewerPaths(t *testing.T) {
 		if desc.SubagentDigest != checked["digest"] {
 			t.Errorf("the reviewer ran subagent %s, want the version submit checked, %v", desc.SubagentDigest, checked["digest"])
 		}
-		if v := r.Review; r.State != api.TaskSucceeded || v == nil || v.Approve || !v.Invalid {
+		if v := r.Review; r.State != lifecycle.TaskSucceeded || v == nil || v.Approve || !v.Invalid {
 			t.Errorf("the reviewer: %s %s (%s), review %+v; want the checked reviewer's own (invalid) review", r.State, r.Reason, r.Detail, r.Review)
 		}
 		if reviewed := e.reviewedEntries(runID, "work"); len(reviewed) != 1 || reviewed[0]["approved"] != false {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // sandboxProbes are what the code under review runs in an openai reviewer's sandbox (the
@@ -131,9 +131,9 @@ func TestRedTeam44R_ReviewerSandboxAttacks(t *testing.T) {
 		t.Fatalf("the run succeeded: a probe's work was approved\n%s", out)
 	}
 	run, byID := e.statusOf("sandbox")
-	if run.State == api.RunNeedsInput {
+	if run.State == lifecycle.RunNeedsInput {
 		for _, task := range run.Tasks {
-			if task.State == api.TaskNeedsInput {
+			if task.State == lifecycle.TaskNeedsInput {
 				t.Errorf("%s asks a person: %q", task.ID, task.Question)
 			}
 		}
@@ -155,7 +155,7 @@ func TestRedTeam44R_ReviewerSandboxAttacks(t *testing.T) {
 	for _, id := range names {
 		t.Run(id, func(t *testing.T) {
 			w, r := byID[id], byID[id+".review-r-probe"]
-			if w.State != api.TaskFailed || w.Reason != "review-rejected" {
+			if w.State != lifecycle.TaskFailed || w.Reason != "review-rejected" {
 				t.Errorf("%s: %s %s (%s), want failed review-rejected", id, w.State, w.Reason, w.Detail)
 			}
 			if reviewed := e.reviewedEntries("sandbox", id); len(reviewed) != 1 || reviewed[0]["approved"] != false {
@@ -163,7 +163,7 @@ func TestRedTeam44R_ReviewerSandboxAttacks(t *testing.T) {
 			}
 			got := said[id]
 			t.Logf("the probe printed: %q; the reviewer: %s %s (%s)", got, r.State, r.Reason, r.Detail)
-			own := r.State == api.TaskSucceeded && r.Review != nil && !r.Review.Approve && !r.Review.Invalid &&
+			own := r.State == lifecycle.TaskSucceeded && r.Review != nil && !r.Review.Approve && !r.Review.Invalid &&
 				strings.Join(r.Review.Reasons, ";") == "probed"
 			switch id {
 			case "disk", "inodes", "flood":
@@ -172,7 +172,7 @@ func TestRedTeam44R_ReviewerSandboxAttacks(t *testing.T) {
 				if r.Review != nil && r.Review.Approve {
 					t.Errorf("the reviewer approved: %+v", r.Review)
 				}
-				if !own && r.State != api.TaskFailed {
+				if !own && r.State != lifecycle.TaskFailed {
 					t.Errorf("the reviewer %s %s (%s), review %+v: want its own rejection or a failure", r.State, r.Reason, r.Detail, r.Review)
 				}
 			default:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
@@ -91,7 +92,7 @@ func (x *recordingExec) Start(_ context.Context, a orch.Attempt, done func(orch.
 	x.mu.Lock()
 	x.subs[a.TaskID] = a.Subagent
 	x.mu.Unlock()
-	o := orch.Outcome{DispatchID: a.DispatchID, State: api.TaskSucceeded}
+	o := orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded}
 	if strings.Contains(a.TaskID, ".review-") {
 		o.Review = &orch.Review{Approve: true, Reasons: []string{}}
 	}
@@ -145,7 +146,7 @@ func TestRedTeam44S_PinnedIsWhatWasChecked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !api.RunTerminal(r.State) {
+		if !lifecycle.RunEnded(r.State) {
 			return fmt.Errorf("run %s", r.State)
 		}
 		return nil

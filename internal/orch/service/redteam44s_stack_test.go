@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // A stacked task whose agent removes its base's reviewed work (deletes the file, or renames
@@ -40,10 +40,10 @@ tasks:
 	out, _ := cmd.CombinedOutput()
 	run, byID := e.statusOf("undo")
 	revert, rename := byID["revert"], byID["rename"]
-	if byID["impl"].State != api.TaskSucceeded || rename.State != api.TaskSucceeded {
+	if byID["impl"].State != lifecycle.TaskSucceeded || rename.State != lifecycle.TaskSucceeded {
 		t.Fatalf("run %s:\n%s\n%+v", run.State, out, run.Tasks)
 	}
-	if revert.State != api.TaskFailed || revert.Reason != "verify-failed" || revert.Verdict == nil || !slices.Contains(revert.Verdict.OutsidePaths, "lib.go") {
+	if revert.State != lifecycle.TaskFailed || revert.Reason != "verify-failed" || revert.Verdict == nil || !slices.Contains(revert.Verdict.OutsidePaths, "lib.go") {
 		t.Errorf("revert: %s %s, verdict %+v", revert.State, revert.Reason, revert.Verdict)
 	}
 
@@ -94,10 +94,10 @@ tasks:
 	agoratest.Eventually(t, 2*time.Minute, "the run's question", func() error {
 		r, err := c.Status(t.Context(), runID)
 		must(t, err)
-		if api.RunTerminal(r.State) {
+		if lifecycle.RunEnded(r.State) {
 			t.Fatalf("run %s never asked: %+v", r.State, r.Tasks)
 		}
-		if r.State != api.RunNeedsInput {
+		if r.State != lifecycle.RunNeedsInput {
 			return fmt.Errorf("run %s", r.State)
 		}
 		return nil
@@ -106,7 +106,7 @@ tasks:
 	run := waitRun(t, c, runID, 2*time.Minute)
 	_, byID := e.statusOf(runID)
 	ask := byID["ask"]
-	if run.State != api.RunSucceeded || len(ask.Dispatches) != 2 {
+	if run.State != lifecycle.RunSucceeded || len(ask.Dispatches) != 2 {
 		t.Fatalf("run %s: %+v", run.State, run.Tasks)
 	}
 	asked, answered := e.describe(ask.Dispatches[0]), e.describe(ask.Dispatches[1])

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
@@ -192,7 +193,7 @@ func (e *env) outputOf(dispatchID, name string) string {
 func (e *env) wantRejectedBy(t *testing.T, run string, byID map[string]api.Task, task, rev, reason string) {
 	t.Helper()
 	w, r := byID[task], byID[task+".review-"+rev]
-	if w.State != api.TaskFailed || w.Reason != "review-rejected" {
+	if w.State != lifecycle.TaskFailed || w.Reason != "review-rejected" {
 		t.Errorf("%s: %s %s (%s), want failed review-rejected", task, w.State, w.Reason, w.Detail)
 	}
 	if v := r.Review; v == nil || v.Approve || v.Invalid || !strings.Contains(strings.Join(v.Reasons, "; "), reason) {

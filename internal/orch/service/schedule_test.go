@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
@@ -209,7 +210,7 @@ func TestSchedule_Kill9(t *testing.T) {
 				t.Errorf("slot %s after a crash %s: recovered = %v", slot, point, recovered)
 			}
 			r := waitRun(t, c.client(), id, 2*time.Minute)
-			if r.State != api.RunSucceeded || r.Schedule != "hourly" || r.Slot == nil || r.Missed != 0 {
+			if r.State != lifecycle.RunSucceeded || r.Schedule != "hourly" || r.Slot == nil || r.Missed != 0 {
 				t.Errorf("run %s: %s, schedule %q slot %v missed %d", id, r.State, r.Schedule, r.Slot, r.Missed)
 			}
 		})
@@ -260,7 +261,7 @@ func TestSchedule_MissedSlotsCatchUp(t *testing.T) {
 	c.setClock("2026-11-24T04:00:05Z")
 	s = c.waitSlot("hourly", "2026-11-24T04:00:00Z")
 	r = waitRun(t, c.client(), s.LastRun, 2*time.Minute)
-	if r.ID != "hourly@2026-11-24T04:00:00Z" || r.Missed != 0 || r.State != api.RunSucceeded {
+	if r.ID != "hourly@2026-11-24T04:00:00Z" || r.Missed != 0 || r.State != lifecycle.RunSucceeded {
 		t.Errorf("the next slot's run: %s missed %d %s", r.ID, r.Missed, r.State)
 	}
 }
@@ -388,7 +389,7 @@ func TestSchedule_ClockAYearAheadAndBack(t *testing.T) {
 	c.setClock("2026-11-24T01:00:05Z")
 	s := c.waitSlot("hourly", "2026-11-24T01:00:00Z")
 	r := waitRun(t, c.client(), s.LastRun, 2*time.Minute)
-	if r.ID != "hourly@2026-11-24T01:00:00Z" || r.Missed != 0 || r.State != api.RunSucceeded {
+	if r.ID != "hourly@2026-11-24T01:00:00Z" || r.Missed != 0 || r.State != lifecycle.RunSucceeded {
 		t.Errorf("the first slot after the clock came back: %s missed %d %s", r.ID, r.Missed, r.State)
 	}
 	db := c.orchDB()

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/cron"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/orch/service"
@@ -137,7 +137,7 @@ func TestScheduler_SlotsOnTheClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Missed != 2 || r.Schedule != "hourly" || r.Slot == nil || !r.Slot.Equal(at(4, 0)) || r.State != api.RunSucceeded {
+		if r.Missed != 2 || r.Schedule != "hourly" || r.Slot == nil || !r.Slot.Equal(at(4, 0)) || r.State != lifecycle.RunSucceeded {
 			t.Errorf("the catch-up run: missed %d, schedule %q, slot %v, %s; want 2 missed, hourly, %s, succeeded", r.Missed, r.Schedule, r.Slot, r.State, at(4, 0))
 		}
 		missed := entries(t, db, "orch.schedule.missed", "schedule/hourly")
@@ -154,7 +154,7 @@ func TestScheduler_SlotsOnTheClock(t *testing.T) {
 		if r, err = s.eng.Status(context.Background(), next); err != nil {
 			t.Fatalf("the slot after the catch-up: %v", err)
 		}
-		if r.Missed != 0 || r.State != api.RunSucceeded {
+		if r.Missed != 0 || r.State != lifecycle.RunSucceeded {
 			t.Errorf("the slot after the catch-up: missed %d, %s", r.Missed, r.State)
 		}
 	})

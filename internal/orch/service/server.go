@@ -29,6 +29,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/errclass"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
@@ -557,7 +558,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	if !send(map[string]any{"run": run}) || api.RunTerminal(run.State) {
+	if !send(map[string]any{"run": run}) || lifecycle.RunEnded(run.State) {
 		return
 	}
 	keepalive := time.NewTicker(15 * time.Second)
@@ -589,7 +590,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 				if !send(map[string]any{"run": run}) {
 					return
 				}
-				if api.RunTerminal(run.State) {
+				if lifecycle.RunEnded(run.State) {
 					return
 				}
 			}

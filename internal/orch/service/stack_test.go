@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -89,7 +90,7 @@ tasks:
 `), 0o644))
 	out := e.run("orch", "submit", plan, "--repo", repo, "--wait")
 	run, byID := e.statusOf("chain")
-	if run.State != api.RunSucceeded {
+	if run.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s:\n%s\n%+v", run.State, out, run.Tasks)
 	}
 	if m := byID["migrate"]; m.Verdict == nil || !m.Verdict.Passed || m.Verdict.OutputTail != "stacked\n" || !slices.Equal(m.Base, []string{"docs"}) {
@@ -240,7 +241,7 @@ tasks:
 	}
 	run, byID := e.statusOf("clash")
 	join := byID["join"]
-	if run.State != api.RunFailed || join.State != api.TaskFailed || join.Reason != "stack-conflict" || join.Attempts != 1 {
+	if run.State != lifecycle.RunFailed || join.State != lifecycle.TaskFailed || join.Reason != "stack-conflict" || join.Attempts != 1 {
 		t.Fatalf("run %s; join %s %s after %d attempts: %s", run.State, join.State, join.Reason, join.Attempts, join.Detail)
 	}
 	for _, want := range []string{"task right's work (dispatch " + byID["right"].DispatchID + ")", "with the work of left", "shared.txt", "the agent did not run"} {
@@ -248,7 +249,7 @@ tasks:
 			t.Errorf("join's detail lacks %q: %s", want, join.Detail)
 		}
 	}
-	if after := byID["after"]; after.State != api.TaskSkipped {
+	if after := byID["after"]; after.State != lifecycle.TaskSkipped {
 		t.Errorf("join's dependent is %s", after.State)
 	}
 	rec := e.describe(join.DispatchID)
@@ -378,7 +379,7 @@ tasks:
 	out, _ := cmd.CombinedOutput()
 	run, byID := e.statusOf("fixes")
 	impl, docs, touch := byID["impl"], byID["docs"], byID["touch"]
-	if impl.State != api.TaskSucceeded || impl.Product != byID["impl.fix-1"].DispatchID || docs.State != api.TaskSucceeded || docs.Product != byID["docs.fix-1"].DispatchID {
+	if impl.State != lifecycle.TaskSucceeded || impl.Product != byID["impl.fix-1"].DispatchID || docs.State != lifecycle.TaskSucceeded || docs.Product != byID["docs.fix-1"].DispatchID {
 		t.Fatalf("run %s:\n%s\n%+v", run.State, out, run.Tasks)
 	}
 	// docs's stack is impl's approved product, its fix's too.
@@ -395,7 +396,7 @@ tasks:
 	}
 	// A stacked task's patch that edits a base's file touches it itself: its gate's protect
 	// sees the edit (its own patch's paths), and it fails.
-	if touch.State != api.TaskFailed || touch.Reason != "verify-failed" || touch.Verdict == nil || !slices.Equal(touch.Verdict.ProtectedPaths, []string{"lib.txt"}) {
+	if touch.State != lifecycle.TaskFailed || touch.Reason != "verify-failed" || touch.Verdict == nil || !slices.Equal(touch.Verdict.ProtectedPaths, []string{"lib.txt"}) {
 		t.Errorf("touch: %s %s, verdict %+v", touch.State, touch.Reason, touch.Verdict)
 	}
 	e.run("orch", "patches", "fixes", "--branch", "agora/fixes") // touch failed: no commit
@@ -432,7 +433,7 @@ func TestStack_Kill9(t *testing.T) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
 			run, err := c.Status(t.Context(), runID)
-			if err == nil && (api.RunTerminal(run.State) || taskFired(run, "s"+strconv.Itoa(i))) {
+			if err == nil && (lifecycle.RunEnded(run.State) || taskFired(run, "s"+strconv.Itoa(i))) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -445,7 +446,7 @@ func TestStack_Kill9(t *testing.T) {
 		serve = e.serve()
 	}
 	run := waitRun(t, c, runID, 3*time.Minute)
-	if run.State != api.RunSucceeded {
+	if run.State != lifecycle.RunSucceeded {
 		t.Fatalf("run %s: %+v", run.State, run.Tasks)
 	}
 	e.run("orch", "patches", runID, "--branch", "agora/kill")

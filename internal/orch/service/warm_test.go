@@ -15,7 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -65,7 +65,7 @@ func (e *env) runPlan(name string, subagents ...string) []string {
 	must(e.t, os.WriteFile(p, []byte(b.String()), 0o644))
 	runID := strings.TrimSpace(strings.Split(e.run("orch", "submit", p), "\n")[0])
 	run := waitRun(e.t, e.client(), runID, 2*time.Minute)
-	if run.State != api.RunSucceeded {
+	if run.State != lifecycle.RunSucceeded {
 		e.t.Fatalf("run %s: %s, tasks %+v", name, run.State, run.Tasks)
 	}
 	_, byID := e.statusOf(runID)
@@ -300,7 +300,7 @@ func TestServe_Kill9ClaimedStandby(t *testing.T) {
 		return true
 	})
 	run := waitRun(t, e.client(), runID, 2*time.Minute)
-	if run.State != api.RunSucceeded || run.Tasks[0].Attempts != 2 {
+	if run.State != lifecycle.RunSucceeded || run.Tasks[0].Attempts != 2 {
 		t.Fatalf("run %s, task %+v; want succeeded on its second attempt", run.State, run.Tasks[0])
 	}
 	var state, reason string

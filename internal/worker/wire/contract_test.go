@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 
 	"github.com/agora-dev/agora/internal/grant"
 )
@@ -153,7 +154,7 @@ func TestResult_MarshalParseRoundTrip(t *testing.T) {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 	// Lists are [] in JSON, never null.
-	b, err = Result{Version: ResultVersion, Status: StatusFailed, Reason: ReasonDenied}.Marshal()
+	b, err = Result{Version: ResultVersion, Status: StatusFailed, Reason: lifecycle.ReasonDenied}.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,10 +184,12 @@ func TestParseResult_Refuses(t *testing.T) {
 		{"unknown reason", func(r *Result) { r.Status, r.Reason, r.NeedsInput = StatusFailed, "oops", nil }, "unknown reason"},
 		{"host-only reason", func(r *Result) { r.Status, r.Reason, r.NeedsInput = StatusFailed, "cancelled", nil }, "unknown reason"},
 		{"failed without reason", func(r *Result) { r.Status, r.NeedsInput = StatusFailed, nil }, "no reason"},
-		{"ok with reason", func(r *Result) { r.Status, r.Reason, r.NeedsInput, r.ExitCode = StatusOK, ReasonTimeout, nil, 0 }, "want no reason"},
+		{"ok with reason", func(r *Result) {
+			r.Status, r.Reason, r.NeedsInput, r.ExitCode = StatusOK, lifecycle.ReasonTimeout, nil, 0
+		}, "want no reason"},
 		{"ok with exit code", func(r *Result) { r.Status, r.NeedsInput = StatusOK, nil }, "exit code 0"},
 		{"needs_input without question", func(r *Result) { r.NeedsInput = nil }, "no needs_input"},
-		{"question on a failure", func(r *Result) { r.Status, r.Reason = StatusFailed, ReasonWorkerFailed }, "present with status"},
+		{"question on a failure", func(r *Result) { r.Status, r.Reason = StatusFailed, lifecycle.ReasonWorkerFailed }, "present with status"},
 		{"bad question", func(r *Result) { r.NeedsInput.Question = "" }, "question is required"},
 		{"unknown phase", func(r *Result) { r.Phases[0].Name = "deploy" }, "unknown phase"},
 		{"phases out of order", func(r *Result) { r.Phases[0], r.Phases[1] = r.Phases[1], r.Phases[0] }, "out of order"},

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
@@ -39,36 +40,29 @@ const (
 	MaxOutputPath = 4096
 )
 
-// Status is how a dispatch ended, as the worker saw it.
+// Status is how a dispatch ended, as the worker saw it. A failed or needs_input result ends
+// the dispatch in the state of the same name.
 type Status string
 
 const (
 	// StatusOK: the agent exited 0, its patch and outputs are captured.
 	StatusOK Status = "ok"
 	// StatusFailed: see Result.Reason and Result.Detail.
-	StatusFailed Status = "failed"
+	StatusFailed Status = lifecycle.DispatchFailed
 	// StatusNeedsInput: the agent asked a question (Result.NeedsInput); the patch so far is
 	// captured.
-	StatusNeedsInput Status = "needs_input"
+	StatusNeedsInput Status = lifecycle.DispatchNeedsInput
 )
 
-// Reason is why a dispatch failed. The worker decides only these; "provider-failed" and
-// "cancelled" are decided by the host and never appear in result.json.
+// Reason is why a dispatch failed: one of [lifecycle.WorkerReasons], the reasons the worker
+// decides. The host decides the others (provider-failed, cancelled, ...); they never appear
+// in result.json.
 type Reason string
 
-const (
-	ReasonNone            Reason = ""
-	ReasonWorkerFailed    Reason = "worker-failed"
-	ReasonTimeout         Reason = "timeout"
-	ReasonFetchFailed     Reason = "fetch-failed"
-	ReasonIntegrityFailed Reason = "integrity-failed"
-	ReasonDenied          Reason = "denied"
-)
+// ReasonNone is the reason of a result that did not fail.
+const ReasonNone Reason = ""
 
-var (
-	statuses = []Status{StatusOK, StatusFailed, StatusNeedsInput}
-	reasons  = []Reason{ReasonWorkerFailed, ReasonTimeout, ReasonFetchFailed, ReasonIntegrityFailed, ReasonDenied}
-)
+var statuses = []Status{StatusOK, StatusFailed, StatusNeedsInput}
 
 // Phase names, in the order the worker runs them. A result lists the phases that ran, in
 // this order. A failed phase before the runtime is the last one listed; from the runtime on
@@ -203,7 +197,7 @@ func (r Result) Validate() error {
 	if !slices.Contains(statuses, r.Status) {
 		bad("status: unknown status %q", r.Status)
 	}
-	if r.Reason != ReasonNone && !slices.Contains(reasons, r.Reason) {
+	if r.Reason != ReasonNone && !slices.Contains(lifecycle.WorkerReasons(), string(r.Reason)) {
 		bad("reason: unknown reason %q", r.Reason)
 	}
 	switch r.Status {
