@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/local"
 )
 
 // A standby supervisor (#30) is `agora dispatch supervise --standby TARGET`: a detached
@@ -116,7 +115,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		say("failed %v", err)
 		return nil, err
 	}
-	p, ok := d.LocalProvider.(*local.Provider)
+	p, ok := d.LocalProvider.(compute.WarmProvider)
 	if !warmDockerTarget(t) && !warmK8sTarget(t) && (!ok || !warmTarget(t)) {
 		err := fmt.Errorf("target %q keeps no warm slots on this host", target)
 		say("failed %v", err)

@@ -15,7 +15,6 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
-	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/netgw"
@@ -23,7 +22,7 @@ import (
 )
 
 // warmDir, beside the stage directories, holds the warm slots' directories, one directory per
-// target; a resident agora sweeps it when it starts (local.ReapSlots).
+// target; a resident agora sweeps it when it starts (SweepWarm: each directory's warmer reaps it).
 const warmDir = ".warm"
 
 // WarmPools are a resident Dispatcher's warm slots (#30): for each local target with
@@ -35,7 +34,7 @@ const warmDir = ".warm"
 // counted. The one-shot CLI has none.
 type WarmPools struct {
 	d        *Dispatcher
-	provider *local.Provider
+	provider compute.WarmProvider // the local targets' provider; nil: no bubblewrap slots
 
 	mu     sync.Mutex
 	pools  map[string]*warm.Pool   // guarded by mu: by target, once a template exists
@@ -63,17 +62,19 @@ type WarmPools struct {
 // warmMisses counts claimed slots whose dispatch did not fit: it started cold.
 type warmMisses struct{ n uint64 }
 
-// warmSlot is one held sandbox and the uid lease it runs as: a bubblewrap slot (slot), a
-// docker slot (box, and gw its gateway slot: warmdocker.go) or a Kubernetes slot (pod and gw;
-// no lease: the pod runs as the slot's own uid: warmk8s.go).
+// warmSlot is one held sandbox and the uid lease it runs as: a slot its target's warmer
+// filled (slot, run by warmer: bubblewrap), a docker slot (box, and gw its gateway slot:
+// warmdocker.go) or a Kubernetes slot (pod and gw; no lease: the pod runs as the slot's own
+// uid: warmk8s.go).
 type warmSlot struct {
-	slot  *local.Slot
-	box   *container.Slot
-	pod   *kubernetes.Slot
-	gw    *netgw.Slot
-	files *slotFiles // a docker slot's read-only places (warmdocker_files.go)
-	lease *uidLease
-	key   string
+	slot   compute.WarmSlot
+	warmer compute.Warmer
+	box    *container.Slot
+	pod    *kubernetes.Slot
+	gw     *netgw.Slot
+	files  *slotFiles // a docker slot's read-only places (warmdocker_files.go)
+	lease  *uidLease
+	key    string
 	// quota is the disk quota a bubblewrap slot's stage was made with (#30 stage ahead).
 	quota int64
 }
@@ -123,7 +124,7 @@ func (w *warmSlot) kill() {
 	w.slot.Discard()
 }
 
-func (w *WarmPools) slotOptions(target string) local.SlotOptions {
+func (w *WarmPools) slotOptions(target string) compute.WarmOptions {
 	return slotOptions(w.d.StateDir, target)
 }
 
@@ -134,7 +135,7 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 	if d.Config == nil {
 		return nil, nil
 	}
-	p, _ := d.LocalProvider.(*local.Provider)
+	p, _ := d.LocalProvider.(compute.WarmProvider)
 	if p != nil {
 		if err := d.SweepWarm(ctx); err != nil {
 			return nil, err
@@ -185,11 +186,16 @@ func (d *Dispatcher) SweepWarm(ctx context.Context) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("sweep warm slots: %w", err)
 	}
+	p, _ := d.LocalProvider.(compute.WarmProvider)
 	for _, e := range ents {
-		if !e.IsDir() {
+		if !e.IsDir() || p == nil {
 			continue
 		}
-		if err := local.ReapSlots(ctx, filepath.Join(root, e.Name())); err != nil {
+		wm, err := p.Warmer(slotOptions(d.StateDir, e.Name()))
+		if err == nil {
+			err = wm.Reap(ctx)
+		}
+		if err != nil {
 			return fmt.Errorf("sweep warm slots of target %q: %w", e.Name(), err)
 		}
 	}
@@ -421,19 +427,26 @@ func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target
 		quota = int64(t.Disk)
 		o.Stage = slotStage(quota)
 	}
-	slot, err := w.provider.NewSlot(ctx, tmpl, o)
+	var wm compute.Warmer
+	var slot compute.WarmSlot
+	var err error
+	if w.provider == nil {
+		err = errors.New("new warm slot: the target's provider keeps no warm slots")
+	} else if wm, err = w.provider.Warmer(o); err == nil {
+		slot, err = wm.Fill(ctx, tmpl)
+	}
 	if err != nil {
 		lease.release()
 		return nil, err
 	}
-	return &warmSlot{slot: slot, lease: lease, key: key, quota: quota}, nil
+	return &warmSlot{slot: slot, warmer: wm, lease: lease, key: key, quota: quota}, nil
 }
 
 // slotStage is the stage a bubblewrap slot makes ahead (#30, local's slotstage.go): the
 // places newStage would make for a dispatch of a root agora, in the same layout, on a disk
 // quota of quota bytes as mountQuota mounts it (named after the slot; 0: none).
-func slotStage(quota int64) *local.SlotStage {
-	st := &local.SlotStage{Dirs: map[string]string{
+func slotStage(quota int64) *compute.SlotStage {
+	st := &compute.SlotStage{Dirs: map[string]string{
 		wire.BundlePath:          wire.BundleDir,
 		wire.CapabilityFilesPath: wire.CapabilityFilesDir,
 		wire.WorkspacePath:       wire.WorkspaceDir,
@@ -454,10 +467,11 @@ func slotStage(quota int64) *local.SlotStage {
 // dispatch's quota; nil otherwise (the dispatch makes its own, and the claim then finds its
 // binds are not the stage's: it starts cold, counted).
 func (w *warmSlot) takeStage(l stageLimits) *prestaged {
-	if w.slot == nil || l.owner == nil || w.quota != l.disk {
+	taker, ok := w.slot.(compute.StageTaker)
+	if !ok || l.owner == nil || w.quota != l.disk {
 		return nil
 	}
-	st, release, ok := w.slot.TakeStage()
+	st, release, ok := taker.TakeStage()
 	if !ok {
 		return nil
 	}
@@ -493,8 +507,7 @@ func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started 
 		}
 		return h, nil, warmed, nil
 	}
-	p, ok := s.provider.(*local.Provider)
-	if !ok {
+	if _, ok := s.provider.(compute.WarmProvider); !ok || w.warmer == nil {
 		w.slot.Discard()
 		return nil, nil, false, nil
 	}
@@ -508,7 +521,14 @@ func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started 
 		}
 		return recErr
 	}
-	h, err = p.StartInSlotWith(ctx, w.slot, s.spec, commit)
+	if rc, ok := w.slot.(compute.ReleaseCommitter); !ok || !rc.CommitsBeforeRelease() {
+		// The bins are on record before the slot runs anything, and the start after it.
+		if err := s.recordBinaries(ctx); err != nil {
+			w.slot.Discard()
+			return nil, nil, false, err
+		}
+	}
+	h, err = w.warmer.Run(ctx, w.slot, s.spec, commit)
 	switch {
 	case err == nil:
 		return h, started, true, nil
@@ -524,7 +544,7 @@ func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started 
 		return nil, nil, false, fmt.Errorf("start in warm slot: %w", err)
 	}
 	s.d.Warm.missed(s.r.Target)
-	if !errors.Is(err, local.ErrSlotShape) {
+	if !errors.Is(err, compute.ErrSlotShape) {
 		s.d.log().Warn("warm slot failed; starting cold", "dispatch", s.r.ID, "err", err)
 	}
 	return nil, nil, false, nil

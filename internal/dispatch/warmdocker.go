@@ -17,7 +17,6 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/container"
-	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/netgw"
@@ -192,7 +191,7 @@ func dockerShape(s compute.Spec) string {
 			worker = b.Src
 		}
 	}
-	return "docker:" + local.SlotShape(s, local.SlotOptions{ClaimRoot: wire.DefaultRoot, PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}, ClaimFiles: claimFiles}) + ":" + worker
+	return "docker:" + compute.SlotShape(s, compute.WarmOptions{ClaimRoot: wire.DefaultRoot, PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}, ClaimFiles: claimFiles}) + ":" + worker
 }
 
 // fillDocker starts one docker slot of target's template as a uid of its own.
