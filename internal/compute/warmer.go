@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,6 +102,9 @@ type WarmOptions struct {
 	// Stage, with PrestartEnv, makes the claim's directories at fill: a template whose claim
 	// binds it serves is staged ahead, any other is attached at claim.
 	Stage *SlotStage
+	// Log receives what a warmer's background work has to say (a holder's slot gateway);
+	// nil discards it.
+	Log *slog.Logger
 }
 
 // SlotStage is the layout of a slot's stage, made at fill.

@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
@@ -36,12 +35,14 @@ type WarmPools struct {
 	d        *Dispatcher
 	provider compute.WarmProvider // the local targets' provider; nil: no bubblewrap slots
 
-	mu     sync.Mutex
-	pools  map[string]*warm.Pool   // guarded by mu: by target, once a template exists
-	docker *dockerGateway          // set once by StartWarm: the docker slots' gateway, nil without a docker warm target
-	tmpl   map[string]compute.Spec // guarded by mu: each target's learnt template
-	extra  map[string]*warmMisses  // guarded by mu: claims spent by a shape mismatch
-	ctx    context.Context
+	mu    sync.Mutex
+	pools map[string]*warm.Pool // guarded by mu: by target, once a template exists
+	// warmers are the docker targets' warmers, opened by StartWarm (a standby's: its target's);
+	// a docker target without one keeps no slots. Guarded by mu.
+	warmers map[string]compute.Warmer
+	tmpl    map[string]compute.Spec // guarded by mu: each target's learnt template
+	extra   map[string]*warmMisses  // guarded by mu: claims spent by a shape mismatch
+	ctx     context.Context
 
 	// standby: these are a standby supervisor's (standby.go): one slot, held, of heldTarget;
 	// nothing is filled, and a cold start saves the target's template for the holder.
@@ -63,16 +64,13 @@ type WarmPools struct {
 type warmMisses struct{ n uint64 }
 
 // warmSlot is one held sandbox and the uid lease it runs as: a slot its target's warmer
-// filled (slot, run by warmer: bubblewrap), a docker slot (box, and gw its gateway slot:
-// warmdocker.go) or a Kubernetes slot (pod and gw; no lease: the pod runs as the slot's own
-// uid: warmk8s.go).
+// filled (slot, run by warmer: bubblewrap, docker) or a Kubernetes slot (pod and gw; no lease:
+// the pod runs as the slot's own uid: warmk8s.go).
 type warmSlot struct {
 	slot   compute.WarmSlot
 	warmer compute.Warmer
-	box    *container.Slot
 	pod    *kubernetes.Slot
 	gw     *netgw.Slot
-	files  *slotFiles // a docker slot's read-only places (warmdocker_files.go)
 	lease  *uidLease
 	key    string
 	// quota is the disk quota a bubblewrap slot's stage was made with (#30 stage ahead).
@@ -83,9 +81,6 @@ func (w *warmSlot) Shape() string { return w.key }
 
 // Alive says whether the held sandbox still waits (the pool counts and hands out live ones).
 func (w *warmSlot) Alive() bool {
-	if w.box != nil {
-		return w.box.Alive()
-	}
 	if w.pod != nil {
 		return w.pod.Alive()
 	}
@@ -107,15 +102,9 @@ func (w *warmSlot) Discard() {
 	w.lease.release()
 }
 
-// kill ends the slot's sandbox; a docker slot's token is revoked first, so its worker can
+// kill ends the slot's sandbox; a kubernetes slot's token is revoked first, so its worker can
 // claim nothing meanwhile.
 func (w *warmSlot) kill() {
-	if w.box != nil {
-		w.gw.Close()
-		w.box.Discard()
-		w.files.remove()
-		return
-	}
 	if w.pod != nil {
 		w.gw.Close()
 		w.pod.Discard()
@@ -156,18 +145,26 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 			return nil, err
 		}
 	}
-	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, ctx: context.WithoutCancel(ctx)}
+	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, warmers: map[string]compute.Warmer{}, ctx: context.WithoutCancel(ctx)}
 	w.keeper = d.KeepPools(ctx)
 	if docker {
-		// Docker slots (warmdocker.go): their gateway, after a sweep of a killed holder's. A
-		// process that cannot hold them holds none (its docker dispatches start cold, and the
-		// counts show none ready) rather than fail its local slots too.
+		// Docker slots (warmdocker.go): each target's warmer, opened (its gateway, after a sweep
+		// of a killed holder's). A process that cannot hold them holds none (its docker
+		// dispatches start cold, and the counts show none ready) rather than fail its local
+		// slots too.
 		if os.Geteuid() != 0 {
 			d.log().Warn("docker warm slots need a root agora (each slot runs as a uid of the target's sandbox_uid range); none are kept")
-		} else if g, err := d.startDockerGateway(ctx); err != nil {
-			d.log().Warn("docker warm slots: none are kept", "err", err)
 		} else {
-			w.docker = g
+			for name, t := range d.Config.Targets {
+				if !warmDockerTarget(t) {
+					continue
+				}
+				if wm, err := d.dockerWarmer(ctx, name); err != nil {
+					d.log().Warn("docker warm slots: none are kept", "target", name, "err", err)
+				} else {
+					w.warmers[name] = wm
+				}
+			}
 		}
 	}
 	d.Warm = w
@@ -253,7 +250,13 @@ func (w *WarmPools) Close() {
 	for _, p := range pools {
 		p.Close()
 	}
-	w.docker.close()
+	w.mu.Lock()
+	warmers := w.warmers
+	w.warmers = map[string]compute.Warmer{}
+	w.mu.Unlock()
+	for _, wm := range warmers {
+		closeWarmer(wm)
+	}
 	w.keeper.Close()
 }
 
@@ -345,7 +348,10 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 		}
 		return
 	}
-	docker := warmDockerTarget(t) && w.docker != nil
+	w.mu.Lock()
+	wm := w.warmers[target]
+	w.mu.Unlock()
+	docker := warmDockerTarget(t) && wm != nil
 	k8s := warmK8sTarget(t) && !w.standby
 	if !(docker || k8s || warmTarget(t) || (w.standby && warmK8sTarget(t))) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
@@ -359,7 +365,7 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	}
 	tmpl := templateOf(w.d.StateDir, target, spec) // the pool's key: the shape without the uid
 	if docker {
-		tmpl.ID = dockerShape(tmpl)
+		tmpl.ID = wm.Shape(tmpl)
 	}
 	if k8s {
 		tmpl.ID = kubernetes.SlotShape(tmpl)
@@ -375,7 +381,7 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	if w.pools[target] == nil {
 		w.pools[target] = warm.New(w.ctx, target, t.Warm, func(ctx context.Context) (warm.Slot, error) {
 			if docker {
-				return w.fillDocker(ctx, target, t)
+				return w.fillLeased(ctx, target, t, wm)
 			}
 			if k8s {
 				return w.fillK8s(ctx, target, t)
@@ -495,16 +501,12 @@ func (w *warmSlot) takeStage(l stageLimits) *prestaged {
 func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started *Record, warmed bool, err error) {
 	w := s.warm
 	s.warm = nil
-	if w.box != nil || w.pod != nil {
+	if w.pod != nil {
 		if err := s.recordBinaries(ctx); err != nil {
 			w.kill()
 			return nil, nil, false, err
 		}
-		if w.box != nil {
-			h, warmed = s.startDockerWarm(ctx, w)
-		} else {
-			h, warmed = s.startK8sWarm(ctx, w)
-		}
+		h, warmed = s.startK8sWarm(ctx, w)
 		return h, nil, warmed, nil
 	}
 	if _, ok := s.provider.(compute.WarmProvider); !ok || w.warmer == nil {
