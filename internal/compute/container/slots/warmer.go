@@ -129,8 +129,9 @@ func withoutRunAs(s compute.Spec) compute.Spec {
 	return s
 }
 
-// Slot is one docker slot: its container, its gateway slot and its read-only places.
+// Slot is one docker slot: its container (p's), its gateway slot and its read-only places.
 type Slot struct {
+	p     *Provider
 	box   *container.Slot
 	gw    *netgw.Slot
 	files *slotFiles
@@ -197,17 +198,19 @@ func (w *Warmer) Fill(ctx context.Context, tmpl compute.Spec) (compute.WarmSlot,
 		files.remove()
 		return nil, err
 	}
-	return &Slot{box: box, gw: gs, files: files, shape: shape}, nil
+	return &Slot{p: w.p, box: box, gw: gs, files: files, shape: shape}, nil
 }
 
 // Run implements [compute.Warmer]: s's session exported, bound to the slot, taken by the
 // slot's worker. It never calls commit (the caller records the start after it). Any error
 // means the slot is spent and nothing of s ran.
 func (w *Warmer) Run(ctx context.Context, slot compute.WarmSlot, s compute.Spec, _ func(string) error) (compute.Handle, error) {
+	// Another target's slot of the same shape runs in that target's container (its image,
+	// runtime, CPUs): only the slot's own provider runs it.
 	sl, ok := slot.(*Slot)
-	if !ok {
+	if !ok || sl.p != w.p {
 		slot.Discard()
-		return nil, fmt.Errorf("start %q: not a docker slot: %w", s.ID, compute.ErrSlotShape)
+		return nil, fmt.Errorf("start %q: not a docker slot of this target: %w", s.ID, compute.ErrSlotShape)
 	}
 	if w.Shape(s) != sl.shape {
 		sl.Discard()
