@@ -21,6 +21,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -32,6 +33,10 @@ import (
 // slotBindWait bounds how long a claim waits for its slot's worker to take the grant; a slot
 // whose worker does not is spent, and the dispatch starts cold.
 const slotBindWait = 10 * time.Second
+
+// ErrSlotClaimed means a slot was run before: a slot runs one claim, and a second Run leaves
+// it to the first.
+var ErrSlotClaimed = errors.New("docker warm slot already claimed")
 
 // Options say where a home's slot gateway keeps its state and what it serves.
 type Options struct {
@@ -136,6 +141,9 @@ type Slot struct {
 	gw    *netgw.Slot
 	files *slotFiles
 	shape string
+	// claimed is set by the first Run: a second is refused and leaves the slot, which is
+	// the first claim's.
+	claimed atomic.Bool
 }
 
 // Shape implements [compute.WarmSlot].
@@ -211,6 +219,9 @@ func (w *Warmer) Run(ctx context.Context, slot compute.WarmSlot, s compute.Spec,
 	if !ok || sl.p != w.p {
 		slot.Discard()
 		return nil, fmt.Errorf("start %q: not a docker slot of this target: %w", s.ID, compute.ErrSlotShape)
+	}
+	if !sl.claimed.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("start %q: %w", s.ID, ErrSlotClaimed)
 	}
 	if w.Shape(s) != sl.shape {
 		sl.Discard()
