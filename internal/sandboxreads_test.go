@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -30,22 +30,9 @@ var readAllowed = map[string]string{
 	"dispatch/stage.go:lstatOK: os.Lstat":                         "asks whether AGORA_HOME/dispatches/ID, a stage directory the host makes (0700; sandboxes bind only directories beneath it), exists; lstat follows no link and reads no byte",
 	"dispatch/stack.go:sweepStackScratch: os.ReadDir":             "AGORA_HOME/dispatches/.stack, where accept builds stacked bases on the host before any stage or sandbox exists; no sandbox binds it, and only the names and times of its entries are read, to remove old ones",
 	"dispatch/warmk8s.go:k8sHomes: os.ReadFile":                   "AGORA_HOME/keys/audit.pub, the home's public audit key made by agora init (0600); no sandbox binds AGORA_HOME/keys, and its bytes only go into the hash of the slots' home label (red team 33)",
-	"dispatch/warmdocker_claimed.go:holdClaim: os.OpenFile":       "AGORA_HOME/gateway/claimed/SLOT, a lock file the host makes (0600, O_NOFOLLOW) and only flocks; no container binds gateway/claimed (a slot sees only the gateway's socket)",
-	"dispatch/warmdocker_claimed.go:claimHeld: os.OpenFile":       "the same host lock file, opened O_NOFOLLOW to ask flock whether a living holder has it; no byte is read",
-	"dispatch/warmdocker_claimed.go:sweepClaimMarks: os.ReadDir":  "lists AGORA_HOME/gateway/claimed, the host's own directory of lock files; names are checked as slot ids before use",
-	"dispatch/warmdocker_claimed.go:listenSlotSocket: unix.Open":  "an O_PATH descriptor of AGORA_HOME/gateway, the host's own directory, to name a socket in it; nothing is read through it and no container binds the directory",
-	"dispatch/warmdocker_claimed.go:sweepSlotSockets: os.Lstat":   "asks whether a name in AGORA_HOME/gateway (the host's own directory) is a socket before dialling it; reads no byte",
 	"dispatch/warmdocker.go:sweepDocker: os.Stat":                 "asks whether AGORA_HOME/gateway, the host's own directory, exists (no holder ever ran otherwise); reads no byte",
-	"dispatch/warmdocker.go:loadSlotCA: os.OpenFile":              "creates and flocks AGORA_HOME/gateway/slot-keys.lock, the host's own lock file (0600, O_NOFOLLOW); no byte is read and no container binds gateway/",
-	"dispatch/warmdocker_files.go:placeIsFile: os.Stat":           "the template's bind source (a host-made bundle, capability files, inputs or runtime binary: read-only in every sandbox), for its type only",
-	"dispatch/warmdocker_files.go:makePlace: os.OpenFile":         "creates (O_EXCL, O_NOFOLLOW) an empty place in AGORA_HOME/gateway/slotfiles/SLOT, the host's own directory, before the slot container exists",
-	"dispatch/warmdocker_files.go:fillPlace: os.Lstat":            "the claiming dispatch's read-only bind source (host-made bundle, capability files, inputs, runtime binary: no sandbox can write them), for its type",
-	"dispatch/warmdocker_files.go:fillPlace: filepath.WalkDir":    "walks the same read-only bind source without following symlinks: each entry is linked or copied as what it is (a symlink as a symlink), never followed, into the slot's read-only place",
-	"dispatch/warmdocker_files.go:fillPlace: os.Readlink":         "a symlink in the same read-only bind source, copied as a symlink (never followed), as a cold read-only bind shows it",
-	"dispatch/warmdocker_files.go:copyInto: os.OpenFile":          "a regular file of the same read-only bind source, opened O_NOFOLLOW to copy it into the slot's place; and the place itself, the host's own file",
-	"dispatch/warmdocker_files.go:sweepSlotFiles: os.ReadDir":     "lists AGORA_HOME/gateway/slotfiles, the host's own directory of slot places; names are checked as slot ids before use",
+	"dispatch/warmk8s.go:placeIsFile: os.Stat":                    "the template's bind source (a host-made bundle, capability files, inputs or runtime binary: read-only in every sandbox), for its type only",
 	"dispatch/warmk8s.go:sweepK8sSlots: os.Lstat":                 "asks whether AGORA_HOME/gateway/slots/ID (the host's own slot directory; ID checked by remote.ValidSlotID first) still exists; reads no byte, and no pod reaches the directory",
-	"dispatch/warmdocker.go:live: os.Lstat":                       "asks whether AGORA_HOME's own slot directory of the docker gateway still exists; reads no byte, and a slot container reaches it only over the gateway socket",
 	"cli/dispatch_handoff.go:ownPrivate: os.Lstat":                "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
 	"cli/dispatch_resident_start.go:openResidentLog: os.OpenFile": "creates or appends AGORA_HOME/orch/resident.log in this user's 0700 orch/ (no sandbox binds it), write-only, O_NOFOLLOW|O_NONBLOCK, regular files only",
 	"cli/orch_handoff.go:newHandoffRunner: os.Stat":               "/proc/self/exe, serve's own executable",
@@ -125,6 +112,24 @@ var readAllowed = map[string]string{
 	"cli/restore.go:emptyDir: os.Open":                "the --to directory a person names, only listed to refuse a non-empty one",
 	"cli/writeout.go:openOutDir: os.OpenFile":         "opens the --to directory a person names, to write into",
 	"cli/writeout.go:writeOutFile: os.OpenFile":       "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
+
+	// Docker warm slots (compute/container/slots): the holder's gateway directory, and the
+	// claiming dispatch's read-only bind sources copied into a slot's places.
+	"compute/container/slots/claimed.go:holdClaim: os.OpenFile":      "AGORA_HOME/gateway/claimed/SLOT, a lock file the host makes (0600, O_NOFOLLOW) and only flocks; no container binds gateway/claimed (a slot sees only the gateway's socket)",
+	"compute/container/slots/claimed.go:claimHeld: os.OpenFile":      "the same host lock file, opened O_NOFOLLOW to ask flock whether a living holder has it; no byte is read",
+	"compute/container/slots/claimed.go:sweepClaimMarks: os.ReadDir": "lists AGORA_HOME/gateway/claimed, the host's own directory of lock files; names are checked as slot ids before use",
+	"compute/container/slots/claimed.go:listenSlotSocket: unix.Open": "an O_PATH descriptor of AGORA_HOME/gateway, the host's own directory, to name a socket in it; nothing is read through it and no container binds the directory",
+	"compute/container/slots/claimed.go:sweepSlotSockets: os.Lstat":  "asks whether a name in AGORA_HOME/gateway (the host's own directory) is a socket before dialling it; reads no byte",
+	"compute/container/slots/gateway.go:loadSlotCA: os.OpenFile":     "creates and flocks AGORA_HOME/gateway/slot-keys.lock, the host's own lock file (0600, O_NOFOLLOW); no byte is read and no container binds gateway/",
+	"compute/container/slots/files.go:placeIsFile: os.Stat":          "the template's bind source (a host-made bundle, capability files, inputs or runtime binary: read-only in every sandbox), for its type only",
+	"compute/container/slots/files.go:makePlace: os.OpenFile":        "creates (O_EXCL, O_NOFOLLOW) an empty place in AGORA_HOME/gateway/slotfiles/SLOT, the host's own directory, before the slot container exists",
+	"compute/container/slots/files.go:fillPlace: os.Lstat":           "the claiming dispatch's read-only bind source (host-made bundle, capability files, inputs, runtime binary: no sandbox can write them), for its type",
+	"compute/container/slots/files.go:fillPlace: filepath.WalkDir":   "walks the same read-only bind source without following symlinks: each entry is linked or copied as what it is (a symlink as a symlink), never followed, into the slot's read-only place",
+	"compute/container/slots/files.go:fillPlace: os.Readlink":        "a symlink in the same read-only bind source, copied as a symlink (never followed), as a cold read-only bind shows it",
+	"compute/container/slots/files.go:copyInto: os.OpenFile":         "a regular file of the same read-only bind source, opened O_NOFOLLOW to copy it into the slot's place; and the place itself, the host's own file",
+	"compute/container/slots/files.go:sweepSlotFiles: os.ReadDir":    "lists AGORA_HOME/gateway/slotfiles, the host's own directory of slot places; names are checked as slot ids before use",
+	"compute/container/slots/gateway.go:live: os.Lstat":              "asks whether AGORA_HOME's own slot directory of the docker gateway still exists; reads no byte, and a slot container reaches it only over the gateway socket",
+	"compute/container/slots/warmer.go:Reap: os.Stat":                "asks whether AGORA_HOME/gateway, the host's own directory, exists (no holder ever ran otherwise); reads no byte",
 
 	"cli/orch_schedule_testonly.go:testOnlySchedulerHooks: os.ReadFile": "the scheduler's test-only clock file AGORA_TESTONLY_SCHEDULE_CLOCK names (set only by the schedule crash tests), never a stage",
 }

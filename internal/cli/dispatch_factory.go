@@ -64,7 +64,7 @@ func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) 
 		},
 		LocalProvider: provider,
 		// Docker and kubernetes targets: built on first use, one per target.
-		RemoteProviders: newRemoteProviders(h.Dir, h.DB, replicaWaits(h), keptUploads(h)).For,
+		RemoteProviders: newRemoteProviders(h.Dir, h.DB, replicaWaits(h), keptUploads(h), worker.Path).For,
 		Config:          h.Config,
 		StateDir:        filepath.Join(h.Dir, home.DispatchDir),
 		AgoraBin:        bin,

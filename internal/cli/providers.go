@@ -7,10 +7,13 @@ import (
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/container"
+	"github.com/agora-dev/agora/internal/compute/container/slots"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/store"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 // remoteProviders builds the providers of a home's docker and kubernetes targets on first
@@ -23,12 +26,14 @@ type remoteProviders struct {
 	replicas []replicatedFirst
 	// uploads, with replicate.s3: where a session taken over finds its kept upload.
 	uploads netgw.UploadStore
-	mu      sync.Mutex
-	built   map[string]compute.Provider // guarded by mu
+	// worker is the worker binary's path: a docker target's slot gateway answers with its build.
+	worker string
+	mu     sync.Mutex
+	built  map[string]compute.Provider // guarded by mu
 }
 
-func newRemoteProviders(homeDir string, db *store.DB, replicas []replicatedFirst, uploads netgw.UploadStore) *remoteProviders {
-	return &remoteProviders{homeDir: homeDir, db: db, replicas: replicas, uploads: uploads, built: map[string]compute.Provider{}}
+func newRemoteProviders(homeDir string, db *store.DB, replicas []replicatedFirst, uploads netgw.UploadStore, worker string) *remoteProviders {
+	return &remoteProviders{homeDir: homeDir, db: db, replicas: replicas, uploads: uploads, worker: worker, built: map[string]compute.Provider{}}
 }
 
 // For is dispatch.Dispatcher.RemoteProviders.
@@ -44,7 +49,10 @@ func (r *remoteProviders) For(ctx context.Context, name string, t config.Target)
 	)
 	switch t.Provider {
 	case config.ProviderDocker:
-		p, err = newContainerProvider(ctx, t)
+		// Its warm slots are the provider's, with the home's slot gateway (compute/container/slots).
+		if p, err = newContainerProvider(ctx, t); err == nil {
+			p = slots.New(p.(*container.Provider), slots.Options{Home: r.homeDir, Version: workerremote.VersionOf(r.worker)})
+		}
 	case config.ProviderKubernetes:
 		p, err = r.kubernetes(name, t)
 	default:

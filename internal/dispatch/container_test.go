@@ -15,9 +15,11 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/container"
+	"github.com/agora-dev/agora/internal/compute/container/slots"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
+	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 // containerHost is the engine the container tests use: $DOCKER_HOST, else the socket
@@ -80,7 +82,7 @@ func (e *env) addDockerTarget(image string) {
 	// One provider per image and runtime for the test's life, closed at its end, as the CLI
 	// keeps one per target: a provider per dispatch left its engine connections open (goleak).
 	var mu sync.Mutex
-	built := map[string]*container.Provider{}
+	built := map[string]*slots.Provider{}
 	e.t.Cleanup(func() {
 		for _, p := range built {
 			p.Close()
@@ -92,10 +94,12 @@ func (e *env) addDockerTarget(image string) {
 		if p := built[tg.Image+" "+tg.Runtime]; p != nil {
 			return p, nil
 		}
-		p, err := container.New(ctx, container.Options{Host: containerHost(), Image: tg.Image, Runtime: tg.Runtime})
+		cp, err := container.New(ctx, container.Options{Host: containerHost(), Image: tg.Image, Runtime: tg.Runtime})
 		if err != nil {
 			return nil, err
 		}
+		// Its docker slots, as the CLI's providers keep them (compute/container/slots).
+		p := slots.New(cp, slots.Options{Home: filepath.Dir(e.d.StateDir), Version: workerremote.VersionOf(e.d.Worker.Path)})
 		built[tg.Image+" "+tg.Runtime] = p
 		return p, nil
 	}

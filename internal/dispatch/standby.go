@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
@@ -117,7 +116,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		say("failed %v", err)
 		return nil, err
 	}
-	p, ok := d.LocalProvider.(*local.Provider)
+	p, ok := d.LocalProvider.(compute.WarmProvider)
 	if !warmDockerTarget(t) && !warmK8sTarget(t) && (!ok || !warmTarget(t)) {
 		err := fmt.Errorf("target %q keeps no warm slots on this host", target)
 		say("failed %v", err)
@@ -128,7 +127,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		say("failed %v", err)
 		return nil, err
 	}
-	w := &WarmPools{d: d, provider: p, standby: true, tmpl: map[string]compute.Spec{target: tmpl}, extra: map[string]*warmMisses{}}
+	w := &WarmPools{d: d, provider: p, standby: true, tmpl: map[string]compute.Spec{target: tmpl}, extra: map[string]*warmMisses{}, warmers: map[string]compute.Warmer{}}
 	var slot *warmSlot
 	if warmK8sTarget(t) {
 		slot, err = w.standbyK8s(ctx, target, t)
@@ -150,7 +149,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 	defer w.discardHeld()
 	d.Warm = w // this process's one slot: the claimed dispatch's prepare takes it
 	// The shape the holder claims by is the stored template's (WarmShape), for a docker or
-	// kubernetes slot too, whose own key (dockerShape, kubernetes.SlotShape) is what its
+	// kubernetes slot too, whose own key (its warmer's Shape, kubernetes.SlotShape) is what its
 	// dispatch's spec is checked against.
 	say("ready %s", tmpl.ID)
 

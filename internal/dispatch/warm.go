@@ -13,9 +13,7 @@ import (
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/container"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
-	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -24,7 +22,7 @@ import (
 )
 
 // warmDir, beside the stage directories, holds the warm slots' directories, one directory per
-// target; a resident agora sweeps it when it starts (local.ReapSlots).
+// target; a resident agora sweeps it when it starts (SweepWarm: each directory's warmer reaps it).
 const warmDir = ".warm"
 
 // WarmPools are a resident Dispatcher's warm slots (#30): for each local target with
@@ -36,14 +34,16 @@ const warmDir = ".warm"
 // counted. The one-shot CLI has none.
 type WarmPools struct {
 	d        *Dispatcher
-	provider *local.Provider
+	provider compute.WarmProvider // the local targets' provider; nil: no bubblewrap slots
 
-	mu     sync.Mutex
-	pools  map[string]*warm.Pool   // guarded by mu: by target, once a template exists
-	docker *dockerGateway          // set once by StartWarm: the docker slots' gateway, nil without a docker warm target
-	tmpl   map[string]compute.Spec // guarded by mu: each target's learnt template
-	extra  map[string]*warmMisses  // guarded by mu: claims spent by a shape mismatch
-	ctx    context.Context
+	mu    sync.Mutex
+	pools map[string]*warm.Pool // guarded by mu: by target, once a template exists
+	// warmers are the docker targets' warmers, opened by StartWarm (a standby's: its target's);
+	// a docker target without one keeps no slots. Guarded by mu.
+	warmers map[string]compute.Warmer
+	tmpl    map[string]compute.Spec // guarded by mu: each target's learnt template
+	extra   map[string]*warmMisses  // guarded by mu: claims spent by a shape mismatch
+	ctx     context.Context
 
 	// standby: these are a standby supervisor's (standby.go): one slot, held, of heldTarget;
 	// nothing is filled, and a cold start saves the target's template for the holder.
@@ -64,17 +64,16 @@ type WarmPools struct {
 // warmMisses counts claimed slots whose dispatch did not fit: it started cold.
 type warmMisses struct{ n uint64 }
 
-// warmSlot is one held sandbox and the uid lease it runs as: a bubblewrap slot (slot), a
-// docker slot (box, and gw its gateway slot: warmdocker.go) or a Kubernetes slot (pod and gw;
-// no lease: the pod runs as the slot's own uid: warmk8s.go).
+// warmSlot is one held sandbox and the uid lease it runs as: a slot its target's warmer
+// filled (slot, run by warmer: bubblewrap, docker) or a Kubernetes slot (pod and gw; no lease:
+// the pod runs as the slot's own uid: warmk8s.go).
 type warmSlot struct {
-	slot  *local.Slot
-	box   *container.Slot
-	pod   *kubernetes.Slot
-	gw    *netgw.Slot
-	files *slotFiles // a docker slot's read-only places (warmdocker_files.go)
-	lease *uidLease
-	key   string
+	slot   compute.WarmSlot
+	warmer compute.Warmer
+	pod    *kubernetes.Slot
+	gw     *netgw.Slot
+	lease  *uidLease
+	key    string
 	// quota is the disk quota a bubblewrap slot's stage was made with (#30 stage ahead).
 	quota int64
 }
@@ -83,9 +82,6 @@ func (w *warmSlot) Shape() string { return w.key }
 
 // Alive says whether the held sandbox still waits (the pool counts and hands out live ones).
 func (w *warmSlot) Alive() bool {
-	if w.box != nil {
-		return w.box.Alive()
-	}
 	if w.pod != nil {
 		return w.pod.Alive()
 	}
@@ -107,15 +103,9 @@ func (w *warmSlot) Discard() {
 	w.lease.release()
 }
 
-// kill ends the slot's sandbox; a docker slot's token is revoked first, so its worker can
+// kill ends the slot's sandbox; a kubernetes slot's token is revoked first, so its worker can
 // claim nothing meanwhile.
 func (w *warmSlot) kill() {
-	if w.box != nil {
-		w.gw.Close()
-		w.box.Discard()
-		w.files.remove()
-		return
-	}
 	if w.pod != nil {
 		w.gw.Close()
 		w.pod.Discard()
@@ -124,7 +114,7 @@ func (w *warmSlot) kill() {
 	w.slot.Discard()
 }
 
-func (w *WarmPools) slotOptions(target string) local.SlotOptions {
+func (w *WarmPools) slotOptions(target string) compute.WarmOptions {
 	return slotOptions(w.d.StateDir, target)
 }
 
@@ -135,7 +125,7 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 	if d.Config == nil {
 		return nil, nil
 	}
-	p, _ := d.LocalProvider.(*local.Provider)
+	p, _ := d.LocalProvider.(compute.WarmProvider)
 	if p != nil {
 		if err := d.SweepWarm(ctx); err != nil {
 			return nil, err
@@ -156,18 +146,26 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 			return nil, err
 		}
 	}
-	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, ctx: context.WithoutCancel(ctx)}
+	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, warmers: map[string]compute.Warmer{}, ctx: context.WithoutCancel(ctx)}
 	w.keeper = d.KeepPools(ctx)
 	if docker {
-		// Docker slots (warmdocker.go): their gateway, after a sweep of a killed holder's. A
-		// process that cannot hold them holds none (its docker dispatches start cold, and the
-		// counts show none ready) rather than fail its local slots too.
+		// Docker slots (warmdocker.go): each target's warmer, opened (its gateway, after a sweep
+		// of a killed holder's). A process that cannot hold them holds none (its docker
+		// dispatches start cold, and the counts show none ready) rather than fail its local
+		// slots too.
 		if os.Geteuid() != 0 {
 			d.log().Warn("docker warm slots need a root agora (each slot runs as a uid of the target's sandbox_uid range); none are kept")
-		} else if g, err := d.startDockerGateway(ctx); err != nil {
-			d.log().Warn("docker warm slots: none are kept", "err", err)
 		} else {
-			w.docker = g
+			for name, t := range d.Config.Targets {
+				if !warmDockerTarget(t) {
+					continue
+				}
+				if wm, err := d.dockerWarmer(ctx, name); err != nil {
+					d.log().Warn("docker warm slots: none are kept", "target", name, "err", err)
+				} else {
+					w.warmers[name] = wm
+				}
+			}
 		}
 	}
 	d.Warm = w
@@ -186,11 +184,16 @@ func (d *Dispatcher) SweepWarm(ctx context.Context) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("sweep warm slots: %w", err)
 	}
+	p, _ := d.LocalProvider.(compute.WarmProvider)
 	for _, e := range ents {
-		if !e.IsDir() {
+		if !e.IsDir() || p == nil {
 			continue
 		}
-		if err := local.ReapSlots(ctx, filepath.Join(root, e.Name())); err != nil {
+		wm, err := p.Warmer(slotOptions(d.StateDir, e.Name()))
+		if err == nil {
+			err = wm.Reap(ctx)
+		}
+		if err != nil {
 			return fmt.Errorf("sweep warm slots of target %q: %w", e.Name(), err)
 		}
 	}
@@ -248,7 +251,13 @@ func (w *WarmPools) Close() {
 	for _, p := range pools {
 		p.Close()
 	}
-	w.docker.close()
+	w.mu.Lock()
+	warmers := w.warmers
+	w.warmers = map[string]compute.Warmer{}
+	w.mu.Unlock()
+	for _, wm := range warmers {
+		closeWarmer(wm)
+	}
 	w.keeper.Close()
 }
 
@@ -340,7 +349,10 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 		}
 		return
 	}
-	docker := warmDockerTarget(t) && w.docker != nil
+	w.mu.Lock()
+	wm := w.warmers[target]
+	w.mu.Unlock()
+	docker := warmDockerTarget(t) && wm != nil
 	k8s := warmK8sTarget(t) && !w.standby
 	if !(docker || k8s || warmTarget(t) || (w.standby && warmK8sTarget(t))) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
@@ -354,7 +366,7 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	}
 	tmpl := templateOf(w.d.StateDir, target, spec) // the pool's key: the shape without the uid
 	if docker {
-		tmpl.ID = dockerShape(tmpl)
+		tmpl.ID = wm.Shape(tmpl)
 	}
 	if k8s {
 		tmpl.ID = kubernetes.SlotShape(tmpl)
@@ -370,7 +382,7 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	if w.pools[target] == nil {
 		w.pools[target] = warm.New(w.ctx, target, t.Warm, func(ctx context.Context) (warm.Slot, error) {
 			if docker {
-				return w.fillDocker(ctx, target, t)
+				return w.fillLeased(ctx, target, t, wm)
 			}
 			if k8s {
 				return w.fillK8s(ctx, target, t)
@@ -422,19 +434,26 @@ func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target
 		quota = int64(t.Disk)
 		o.Stage = slotStage(quota)
 	}
-	slot, err := w.provider.NewSlot(ctx, tmpl, o)
+	var wm compute.Warmer
+	var slot compute.WarmSlot
+	var err error
+	if w.provider == nil {
+		err = errors.New("new warm slot: the target's provider keeps no warm slots")
+	} else if wm, err = w.provider.Warmer(o); err == nil {
+		slot, err = wm.Fill(ctx, tmpl)
+	}
 	if err != nil {
 		lease.release()
 		return nil, err
 	}
-	return &warmSlot{slot: slot, lease: lease, key: key, quota: quota}, nil
+	return &warmSlot{slot: slot, warmer: wm, lease: lease, key: key, quota: quota}, nil
 }
 
 // slotStage is the stage a bubblewrap slot makes ahead (#30, local's slotstage.go): the
 // places newStage would make for a dispatch of a root agora, in the same layout, on a disk
 // quota of quota bytes as mountQuota mounts it (named after the slot; 0: none).
-func slotStage(quota int64) *local.SlotStage {
-	st := &local.SlotStage{Dirs: map[string]string{
+func slotStage(quota int64) *compute.SlotStage {
+	st := &compute.SlotStage{Dirs: map[string]string{
 		wire.BundlePath:          wire.BundleDir,
 		wire.CapabilityFilesPath: wire.CapabilityFilesDir,
 		wire.WorkspacePath:       wire.WorkspaceDir,
@@ -455,10 +474,11 @@ func slotStage(quota int64) *local.SlotStage {
 // dispatch's quota; nil otherwise (the dispatch makes its own, and the claim then finds its
 // binds are not the stage's: it starts cold, counted).
 func (w *warmSlot) takeStage(l stageLimits) *prestaged {
-	if w.slot == nil || l.owner == nil || w.quota != l.disk {
+	taker, ok := w.slot.(compute.StageTaker)
+	if !ok || l.owner == nil || w.quota != l.disk {
 		return nil
 	}
-	st, release, ok := w.slot.TakeStage()
+	st, release, ok := taker.TakeStage()
 	if !ok {
 		return nil
 	}
@@ -482,20 +502,15 @@ func (w *warmSlot) takeStage(l stageLimits) *prestaged {
 func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started *Record, warmed bool, err error) {
 	w := s.warm
 	s.warm = nil
-	if w.box != nil || w.pod != nil {
+	if w.pod != nil {
 		if err := s.recordBinaries(ctx); err != nil {
 			w.kill()
 			return nil, nil, false, err
 		}
-		if w.box != nil {
-			h, warmed = s.startDockerWarm(ctx, w)
-		} else {
-			h, warmed = s.startK8sWarm(ctx, w)
-		}
+		h, warmed = s.startK8sWarm(ctx, w)
 		return h, nil, warmed, nil
 	}
-	p, ok := s.provider.(*local.Provider)
-	if !ok {
+	if _, ok := s.provider.(compute.WarmProvider); !ok || w.warmer == nil {
 		w.slot.Discard()
 		return nil, nil, false, nil
 	}
@@ -509,7 +524,14 @@ func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started 
 		}
 		return recErr
 	}
-	h, err = p.StartInSlotWith(ctx, w.slot, s.spec, commit)
+	if rc, ok := w.slot.(compute.ReleaseCommitter); !ok || !rc.CommitsBeforeRelease() {
+		// The bins are on record before the slot runs anything, and the start after it.
+		if err := s.recordBinaries(ctx); err != nil {
+			w.slot.Discard()
+			return nil, nil, false, err
+		}
+	}
+	h, err = w.warmer.Run(ctx, w.slot, s.spec, commit)
 	switch {
 	case err == nil:
 		return h, started, true, nil
@@ -525,7 +547,7 @@ func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started 
 		return nil, nil, false, fmt.Errorf("start in warm slot: %w", err)
 	}
 	s.d.Warm.missed(s.r.Target)
-	if !errors.Is(err, local.ErrSlotShape) {
+	if !errors.Is(err, compute.ErrSlotShape) {
 		s.d.log().Warn("warm slot failed; starting cold", "dispatch", s.r.ID, "err", err)
 	}
 	return nil, nil, false, nil

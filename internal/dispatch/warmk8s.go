@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/netgw"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // Kubernetes warm slots (#30): for a kubernetes target with `warm: N`, N pods started ahead
@@ -307,4 +309,31 @@ func (d *Dispatcher) WarmPods(target string) bool {
 	}
 	t, ok := d.Config.Targets[target]
 	return ok && warmK8sTarget(t)
+}
+
+// slotBindWait bounds how long a claiming dispatch waits for its slot's worker to take the
+// grant; a slot whose worker does not is spent, and the dispatch starts cold.
+const slotBindWait = 10 * time.Second
+
+// stagedBind says whether a template bind is a read-only place of a kubernetes slot: read-only,
+// below the layout root, neither the slot's own worker binary nor the gateway's socket
+// directory (the worker listens there, so it is a directory it writes); and the system trust
+// store of a dispatch with the egress proxy (wire.SystemTrustFile, its stage's trust file bound
+// over the image's), though outside the layout root. A docker slot's places follow the same
+// rule (compute/container/slots).
+func stagedBind(b compute.Bind) bool {
+	if b.Writable || b.Result {
+		return false
+	}
+	return b.Dst == wire.SystemTrustFile ||
+		strings.HasPrefix(b.Dst, wire.DefaultRoot+"/") && b.Dst != wire.BinPath && b.Dst != wire.GatewayPath
+}
+
+// placeIsFile says whether the template's bind b is a file: by its source when it still
+// stands, else by its place (a bundle's manifest and a runtime binary are files).
+func placeIsFile(b compute.Bind) bool {
+	if fi, err := os.Stat(b.Src); err == nil {
+		return fi.Mode().IsRegular()
+	}
+	return b.Dst == wire.BundlePath+"/"+wire.ManifestFile || b.Dst == wire.SystemTrustFile || strings.HasPrefix(b.Dst, wire.RuntimeBinDir+"/")
 }

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/strictjson"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -55,7 +54,7 @@ func templateOf(stateDir, target string, spec compute.Spec) compute.Spec {
 	tmpl.Stdout, tmpl.Stderr = nil, nil
 	tmpl.Files = make([]*os.File, len(spec.Files))
 	tmpl.RunAs = nil
-	tmpl.ID = local.SlotShape(tmpl, slotOptions(stateDir, target))
+	tmpl.ID = compute.SlotShape(tmpl, slotOptions(stateDir, target))
 	return tmpl
 }
 
@@ -64,8 +63,8 @@ func templateOf(stateDir, target string, spec compute.Spec) compute.Spec {
 // manifest) is not in the slot.
 // The worker is started ahead in the slot (#28/#30 prewarm) and waits on its claim pipe
 // (wire.ClaimFDEnv) until the claim has attached the dispatch's files.
-func slotOptions(stateDir, target string) local.SlotOptions {
-	return local.SlotOptions{Dir: filepath.Join(stateDir, warmDir, target), ClaimRoot: wire.DefaultRoot,
+func slotOptions(stateDir, target string) compute.WarmOptions {
+	return compute.WarmOptions{Dir: filepath.Join(stateDir, warmDir, target), ClaimRoot: wire.DefaultRoot,
 		PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}, PrestartEnv: wire.ClaimFDEnv, ClaimFiles: claimFiles}
 }
 

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -42,39 +40,14 @@ import (
 // directories: nothing there is ever claimed.
 
 // ErrSlotShape means a spec does not fit a slot: it must start cold.
-var ErrSlotShape = errors.New("spec does not match the warm slot's shape")
+var ErrSlotShape = compute.ErrSlotShape
 
 // ErrSlotClaimed means a slot was claimed (or discarded) before: slots are never reused.
 var ErrSlotClaimed = errors.New("warm slot already claimed")
 
-// SlotOptions configure [Provider.NewSlot].
-type SlotOptions struct {
-	// Dir is the root under which the slot makes its directory (0700, root's): one root per
-	// pool, swept by [ReapSlots] when the holding process starts.
-	Dir string
-	// ClaimRoot is the directory inside the sandbox the claim's binds live under
-	// (wire.DefaultRoot, "/agora"). A bind of the template outside it is part of the shape
-	// (its source must be the same at claim); one under it is supplied at claim.
-	ClaimRoot string
-	// PerDispatchEnv names environment variables a claim may set to any value: they are not
-	// part of the shape and the slot's sandbox does not have them (bwrap's environment is
-	// fixed when it starts). Only names the worker itself never reads belong here.
-	PerDispatchEnv []string
-	// PrestartEnv, when set, starts the slot's command at fill instead of at claim (#28/#30
-	// prewarm, slotstart.go): the command execs, under the slot's limits, in its cgroup and
-	// namespaces, with the read end of a pipe at the descriptor this variable names, and must
-	// wait for one byte there before it touches anything under the claim root (EOF: the slot
-	// was discarded or its holder died; it exits). Only a command that honours that contract
-	// (the worker: wire.ClaimFDEnv) may run prestarted.
-	PrestartEnv string
-	// ClaimFiles are places outside ClaimRoot whose file comes at claim (slotfiles.go): a
-	// read-only bind of one in the template binds a file of the slot's own there, filled at
-	// the claim with the claim's source; the place is part of the shape, the source is not.
-	ClaimFiles []string
-	// Stage, with PrestartEnv, makes the claim's directories at fill (slotstage.go): a
-	// template whose claim binds it serves is staged ahead, any other is attached at claim.
-	Stage *SlotStage
-}
+// SlotOptions configure [Provider.NewSlot]: the slots' layout, as every provider's
+// ([compute.WarmOptions]).
+type SlotOptions = compute.WarmOptions
 
 // Slot is one held sandbox. It implements warm.Slot.
 type Slot struct {
@@ -126,55 +99,8 @@ const slotCgroup = "cgroup"
 // killed with -9, and [ReapSlots] leaves every slot whose hold is still locked.
 const slotHold = "hold"
 
-// SlotShape is the key a spec must share with a slot to run in it.
-func SlotShape(s compute.Spec, o SlotOptions) string {
-	h := sha256.New()
-	w := func(parts ...string) {
-		for _, p := range parts {
-			io.WriteString(h, strconv.Quote(p))
-		}
-		io.WriteString(h, "\n")
-	}
-	w("sandbox", s.Sandbox, "dir", s.Dir, "net", strconv.FormatBool(s.Network), "files", strconv.Itoa(len(s.Files)))
-	w(append([]string{"argv"}, s.Argv...)...)
-	w(append([]string{"env"}, shapeEnv(s.Env, o)...)...)
-	l := s.Limits
-	w("limits", l.Timeout.String(), strconv.Itoa(l.MaxProcs), strconv.FormatInt(l.FileSize, 10), strconv.FormatInt(l.Memory, 10), strconv.FormatInt(l.Scratch, 10), strconv.FormatInt(l.Disk, 10))
-	if s.RunAs != nil {
-		w("runas", strconv.FormatUint(uint64(s.RunAs.UID), 10), strconv.FormatUint(uint64(s.RunAs.GID), 10))
-	}
-	for _, b := range s.Binds {
-		switch {
-		case underRoot(b.Dst, o.ClaimRoot):
-			w("claim", b.Dst, strconv.FormatBool(b.Writable), strconv.FormatBool(b.Result))
-		case isClaimFile(b, o):
-			w("claimfile", b.Dst)
-		default:
-			w("fixed", b.Src, b.Dst, strconv.FormatBool(b.Writable), strconv.FormatBool(b.Result))
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func shapeEnv(env []string, o SlotOptions) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if !containsStr(o.PerDispatchEnv, k) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+// SlotShape is the key a spec must share with a slot to run in it ([compute.SlotShape]).
+func SlotShape(s compute.Spec, o SlotOptions) string { return compute.SlotShape(s, o) }
 
 func underRoot(p, root string) bool {
 	return root != "" && (p == root || strings.HasPrefix(p, root+"/"))
@@ -268,10 +194,10 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 	s.root = root
 	spec := tmpl
 	spec.ID = filepath.Base(s.dir)
-	spec.Env = shapeEnv(tmpl.Env, s.opts)
+	spec.Env = s.opts.ShapeEnv(tmpl.Env)
 	spec.Binds = []compute.Bind{{Src: mp, Dst: s.opts.ClaimRoot, Writable: true}}
 	for _, b := range tmpl.Binds {
-		if isClaimFile(b, s.opts) {
+		if s.opts.IsClaimFile(b) {
 			var err error
 			if b, err = s.claimFileBind(b); err != nil {
 				return err

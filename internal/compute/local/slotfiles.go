@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -24,11 +23,6 @@ import (
 
 // maxClaimFile caps a claim file's size (a trust store is well below it).
 const maxClaimFile = 16 << 20
-
-// isClaimFile says whether b is a read-only bind at one of o's claim file places.
-func isClaimFile(b compute.Bind, o SlotOptions) bool {
-	return !b.Writable && !b.Result && !underRoot(b.Dst, o.ClaimRoot) && slices.Contains(o.ClaimFiles, b.Dst)
-}
 
 // claimFileBind makes the slot's empty file for the template's bind b and returns the bind
 // of it at b's place.
@@ -53,7 +47,7 @@ func (s *Slot) claimFileBind(b compute.Bind) (compute.Bind, error) {
 // slot's claim files) into the slot's file bound at its place, with the source's mode.
 func (s *Slot) fillClaimFiles(spec compute.Spec) error {
 	for _, b := range spec.Binds {
-		if !isClaimFile(b, s.opts) {
+		if !s.opts.IsClaimFile(b) {
 			continue
 		}
 		host, ok := s.files[b.Dst]

@@ -27,24 +27,11 @@ import (
 // prestarted command, which waits on its claim pipe before it touches the claim root, so the
 // host's writes there race nothing (the same contract as a prestarted slot's).
 
-// SlotStage is the layout of a slot's stage.
-type SlotStage struct {
-	// Dirs maps each claim place the stage serves (a bind's Dst under the claim root) to its
-	// directory, relative to the stage. A template with any other bind under the claim root
-	// (but the command's own binary) is not staged ahead: its claim attaches as before.
-	Dirs map[string]string
-	// Quota, when not "", is the directory (relative to the stage) Mount is called on before
-	// any of Dirs is made: the disk quota the dispatch's directories live on.
-	Quota string
-	Mount func(dir string) error
-}
+// SlotStage is the layout of a slot's stage ([compute.SlotStage]).
+type SlotStage = compute.SlotStage
 
-// Staged is a taken stage: where each claim place's directory is on the host.
-type Staged struct {
-	// Root is the stage's directory; Dirs its directories by claim place.
-	Root string
-	Dirs map[string]string
-}
+// Staged is a taken stage ([compute.Staged]).
+type Staged = compute.Staged
 
 type stagedDir struct {
 	path     string

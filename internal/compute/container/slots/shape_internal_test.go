@@ -1,4 +1,4 @@
-package dispatch
+package slots
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package dispatch
+package slots
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ type stagedPlace struct {
 }
 
 // slotFilesDir is where the slots' staged places are.
-func (g *dockerGateway) slotFilesDir() string {
+func (g *gateway) slotFilesDir() string {
 	return filepath.Join(filepath.Dir(g.slots.Dir), "slotfiles")
 }
 
@@ -78,7 +78,7 @@ func placeIsFile(b compute.Bind) bool {
 // stageSlotFiles makes slot id's empty places for tmpl's read-only binds, each with the
 // mount points of the places nested in it, and returns them with the binds that put them in
 // the container.
-func (g *dockerGateway) stageSlotFiles(id string, tmpl compute.Spec) (*slotFiles, []compute.Bind, error) {
+func (g *gateway) stageSlotFiles(id string, tmpl compute.Spec) (*slotFiles, []compute.Bind, error) {
 	if !remote.ValidSlotID(id) {
 		return nil, nil, fmt.Errorf("slot files: slot id %q is not valid", id)
 	}
@@ -307,7 +307,7 @@ func (f *slotFiles) remove() {
 
 // sweepSlotFiles removes the places of slots that neither stand nor run a living holder's
 // dispatch (live), after their containers were swept.
-func (g *dockerGateway) sweepSlotFiles() {
+func (g *gateway) sweepSlotFiles() {
 	ents, _ := os.ReadDir(g.slotFilesDir())
 	for _, e := range ents {
 		if remote.ValidSlotID(e.Name()) && !g.live(e.Name()) {

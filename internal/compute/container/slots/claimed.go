@@ -1,4 +1,4 @@
-package dispatch
+package slots
 
 import (
 	"context"
@@ -28,12 +28,12 @@ import (
 // as before.
 
 // claimedDir is where the claim marks are.
-func (g *dockerGateway) claimedDir() string {
+func (g *gateway) claimedDir() string {
 	return filepath.Join(filepath.Dir(g.slots.Dir), "claimed")
 }
 
 // holdClaim marks slot id claimed by this process; release lets go (idempotent).
-func (g *dockerGateway) holdClaim(id string) (release func(), err error) {
+func (g *gateway) holdClaim(id string) (release func(), err error) {
 	if !remote.ValidSlotID(id) {
 		return nil, fmt.Errorf("claim mark: slot id %q is not valid", id)
 	}
@@ -70,7 +70,7 @@ func (g *dockerGateway) holdClaim(id string) (release func(), err error) {
 }
 
 // claimHeld says whether slot id's claim mark is held by a living process.
-func (g *dockerGateway) claimHeld(id string) bool {
+func (g *gateway) claimHeld(id string) bool {
 	if !remote.ValidSlotID(id) {
 		return false
 	}
@@ -83,7 +83,7 @@ func (g *dockerGateway) claimHeld(id string) bool {
 }
 
 // sweepClaimMarks removes the marks no living process holds (a killed holder's).
-func (g *dockerGateway) sweepClaimMarks() {
+func (g *gateway) sweepClaimMarks() {
 	ents, _ := os.ReadDir(g.claimedDir())
 	for _, e := range ents {
 		if remote.ValidSlotID(e.Name()) && !g.claimHeld(e.Name()) {

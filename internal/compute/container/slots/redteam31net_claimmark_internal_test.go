@@ -1,4 +1,4 @@
-package dispatch
+package slots
 
 import (
 	"os"
@@ -15,7 +15,7 @@ import (
 // or is marked is live, anything else is not.
 func TestRedTeam31_ClaimMarkHeldOnlyWhileLiving(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gateway")
-	g := &dockerGateway{slots: &netgw.Slots{Dir: filepath.Join(dir, "slots")}}
+	g := &gateway{slots: &netgw.Slots{Dir: filepath.Join(dir, "slots")}}
 	const held, stale, none = "s00000000000000000000000000000001", "s00000000000000000000000000000002", "s00000000000000000000000000000003"
 	release, err := g.holdClaim(held)
 	if err != nil {
