@@ -97,17 +97,29 @@ func TestLoop_OverStdioAndHTTP(t *testing.T) {
 			if r.State != "finished" || r.Revision != commits["release/1"] || out.Results.Patch == nil {
 				t.Fatalf("dispatch = %+v %+v", r, out.Results)
 			}
-			// The client handles notifications on goroutines of its own: the last one may land
-			// just after the answer it came before.
-			msgs := prog.all()
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); msgs = prog.all() {
-				if len(msgs) >= 2 && strings.Contains(strings.Join(msgs, "\n"), "finished") {
-					break
+			// The client handles notifications on goroutines of its own, in any order, and the
+			// last may land just after the answer it came before. One says the dispatch
+			// finished, once; the one sent when the call began to wait says the state then (the
+			// same notification, for a dispatch that ended before the wait began).
+			finished := func(msgs []string) (n int) {
+				for _, m := range msgs {
+					if strings.Contains(m, r.ID+" finished") {
+						n++
+					}
 				}
+				return n
+			}
+			msgs := prog.all()
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && finished(msgs) == 0; msgs = prog.all() {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if len(msgs) < 2 || !strings.Contains(strings.Join(msgs, "\n"), "finished") {
-				t.Errorf("progress notifications: %q, want the start and the end", msgs)
+			if finished(msgs) != 1 {
+				t.Errorf("progress notifications: %q, want one that says dispatch %s finished", msgs, r.ID)
+			}
+			for _, m := range msgs {
+				if !strings.HasPrefix(m, "dispatch "+r.ID+" ") || !strings.HasSuffix(m, "s elapsed") {
+					t.Errorf("progress notification %q: want the dispatch, its state and the seconds elapsed", m)
+				}
 			}
 
 			var desc loopOut
