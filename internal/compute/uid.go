@@ -3,8 +3,9 @@ package compute
 // SandboxUIDs is how many host uids a target's sandboxes spread over, from its first
 // (config's sandbox_uid) up. RLIMIT_NPROC and other kernel counters (inotify, message queue
 // bytes, pending signals) are kept per host uid across containers, pods and namespaces: with
-// one uid for every dispatch, one dispatch could spend them for all the others (issue #11 and
-// #16 red teams). So every provider runs each dispatch as its own uid of the range.
+// one uid for every dispatch, one dispatch could spend them for all the others (fork up to
+// RLIMIT_NPROC and no other dispatch forks). So every provider runs each dispatch as its own
+// uid of the range.
 const SandboxUIDs = 1 << 16
 
 // maxSandboxUID is the largest uid of any range: ids from 2^31 up are mishandled by some

@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// A warm slot (#30) is a sandbox a provider starts before the dispatch that will run in it is
+// A warm slot is a sandbox a provider starts before the dispatch that will run in it is
 // known. The provider owns the slot's whole life behind a [Warmer]: what it starts, what it
 // keeps on the host or in the cluster for it, how a claim reaches it and how what a dead
 // holder left is swept. The caller (the dispatch) owns what is a dispatch's: the template a
@@ -88,8 +88,8 @@ type WarmOptions struct {
 	// part of the shape and the slot's sandbox does not have them (bwrap's environment is
 	// fixed when it starts). Only names the worker itself never reads belong here.
 	PerDispatchEnv []string
-	// PrestartEnv, when set, starts the slot's command at fill instead of at claim (#28/#30
-	// prewarm): the command execs, under the slot's limits, in its cgroup and namespaces, with
+	// PrestartEnv, when set, starts the slot's command at fill instead of at claim (the slot is
+	// prewarmed): the command execs, under the slot's limits, in its cgroup and namespaces, with
 	// the read end of a pipe at the descriptor this variable names, and must wait for one byte
 	// there before it touches anything under the claim root (EOF: the slot was discarded or
 	// its holder died; it exits). Only a command that honours that contract (the worker:

@@ -36,7 +36,7 @@ var ErrNetwork = errors.New("network: host is not available on a container targe
 // ErrNoRunAs refuses a spec without its own host user. The nproc ulimit (RLIMIT_NPROC) is
 // counted per host uid across every container, not per container: with one uid shared by
 // all dispatches, one agent that forks up to its limit keeps every other dispatch from
-// forking at all (red team #16, finding 2). Each dispatch therefore runs as its own uid,
+// forking at all. Each dispatch therefore runs as its own uid,
 // which only a root agora can hand the stage to.
 var ErrNoRunAs = errors.New("a container dispatch runs as its own host uid, and this one has none: " +
 	"agora must run as root to give each dispatch a uid of the target's sandbox_uid range and hand it the stage")

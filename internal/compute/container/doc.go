@@ -21,7 +21,7 @@
 //
 // The nproc ulimit is RLIMIT_NPROC, which the kernel counts per host uid across every
 // container, not per container: were every dispatch one uid, one agent forking up to its
-// limit would stop every other dispatch from forking (red team #16, finding 2). It cannot
+// limit would stop every other dispatch from forking. It cannot
 // simply be left out either: podman then sets it from containers.conf. So a spec without
 // RunAs is refused ([ErrNoRunAs]); a root agora gives each dispatch its own uid of the
 // target's sandbox_uid range and hands it the stage, whose writable binds (workspace, out)
@@ -50,7 +50,7 @@
 //
 // # Warm slots
 //
-// [Provider.StartSlot] starts a slot container (#30) from the same create request, in claim
+// [Provider.StartSlot] starts a slot container from the same create request, in claim
 // mode: the slot's token on fd 3, the gateway's Unix socket its only way out, labels by slot,
 // home and holder; [Provider.SweepSlots] removes those of a holder that is gone (slot.go).
 //

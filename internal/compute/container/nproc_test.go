@@ -53,9 +53,9 @@ func startHolding(t *testing.T, p *Provider, s compute.Spec, held string) (compu
 	return h, atoiOr(strings.TrimSpace(string(b)), -1)
 }
 
-// The attack (red team #16, finding 2): dispatch A forks up to its process limit and holds
-// the processes. RLIMIT_NPROC counts per host uid, so when every container ran as one uid,
-// no other dispatch could fork. Each dispatch now has its own uid: B, running meanwhile,
+// The attack: dispatch A forks up to its process limit and holds the processes.
+// RLIMIT_NPROC counts per host uid, so were every container one uid, no other dispatch
+// could fork. Each dispatch has its own uid: B, running meanwhile,
 // still forks and completes. The control runs B as A's uid and must fail, which shows the
 // limit really binds and the attack is real.
 func TestLimits_NprocOfOneDispatchDoesNotStarveAnother(t *testing.T) {

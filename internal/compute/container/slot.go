@@ -19,7 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// Warm slots on docker/podman (#30). A slot container is started ahead of any dispatch from
+// Warm slots on docker/podman. A slot container is started ahead of any dispatch from
 // the same hardened create request as a cold container (createOptions: the digest-checked
 // image, the slot's own non-root uid, every capability dropped, seccomp, read-only root,
 // limits, network mode "none"), in claim mode: its worker holds only the slot's token and

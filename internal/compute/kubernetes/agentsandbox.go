@@ -11,7 +11,7 @@ import (
 )
 
 // Backends a kubernetes target may use: a batch/v1 Job per dispatch (the default), or a
-// kubernetes-sigs/agent-sandbox Sandbox per dispatch (#30).
+// kubernetes-sigs/agent-sandbox Sandbox per dispatch.
 const (
 	BackendJobs         = "jobs"
 	BackendAgentSandbox = "agent-sandbox"

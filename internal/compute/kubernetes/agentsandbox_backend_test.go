@@ -242,8 +242,8 @@ func TestAgentSandboxBackend_AdoptRefusesWeakened(t *testing.T) {
 	}
 	cancel()
 	// The first handle may end first on its own: it watches the Sandbox and stops a dispatch
-	// whose Service was turned on (red team 31), which under load can come before cancel
-	// (failed 1 of a whole-package -race run at load 9-11, red team 32). Either end is right.
+	// whose Service was turned on, which under load can come before cancel (a whole-package
+	// -race run at a load of 9-11 sees it). Either end is right.
 	done := make(chan struct{})
 	var exit compute.Exit
 	var werr error

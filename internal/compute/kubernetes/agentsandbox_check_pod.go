@@ -11,7 +11,7 @@ import (
 )
 
 // checkSandboxPod is checkSandbox's part for the fields a Job's pod fixes that the rules there
-// did not read (red team 31): a container's security context overrides the pod's (a container
+// do not read: a container's security context overrides the pod's (a container
 // with runAsUser 0 runs as root under a pod that says runAsNonRoot, an Unconfined seccomp
 // profile there beats the pod's RuntimeDefault), and an editor of Sandboxes may also open a host
 // port, keep the pod past its NetworkPolicy with a grace period, lift its deadline or limits,

@@ -15,7 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// These tests run kubernetes-sigs/agent-sandbox's real controller and CRDs (#30) in the
+// These tests run kubernetes-sigs/agent-sandbox's real controller and CRDs in the
 // shared control plane with kwok: the groundwork of the agent-sandbox backend, which puts the
 // dispatch's pod spec, exactly as a Job's, into a SandboxTemplate and claims it.
 

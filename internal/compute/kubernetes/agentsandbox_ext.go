@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// agent-sandbox's extensions (#30 pool): SandboxTemplate, SandboxWarmPool and SandboxClaim,
+// agent-sandbox's extensions: SandboxTemplate, SandboxWarmPool and SandboxClaim,
 // extensions.agents.x-k8s.io/v1beta1 (v0.5.6), which the pool slots use (pool.go).
 var extGroupVersion = schema.GroupVersion{Group: "extensions.agents.x-k8s.io", Version: "v1beta1"}
 

@@ -22,7 +22,7 @@ import (
 const sandboxRecheck = 10 * time.Second
 
 // sandboxGoingRecheck is sandboxRecheck while the Sandbox is being deleted (a cancel): its end
-// comes as no pod event, and a cancelled Wait waited up to sandboxRecheck to see it (#30).
+// comes as no pod event, and a cancelled Wait would wait up to sandboxRecheck to see it.
 const sandboxGoingRecheck = time.Second
 
 // watchSandbox follows a Sandbox's pod until it has ended, or the Sandbox is gone. A Sandbox
@@ -73,7 +73,7 @@ func (h *handle) watchSandbox(ctx context.Context) (compute.Exit, error) {
 		f.deleting = cancelling || sb.DeletionTimestamp != nil
 		// A Service turned on behind agora's back (whoever may patch Sandboxes) gives the pod a
 		// name that reaches it wherever the NetworkPolicy is not enforced: the dispatch ends at
-		// this read, at most sandboxRecheck after the edit (red team 31).
+		// this read, at most sandboxRecheck after the edit.
 		if !f.deleting && (sb.Spec.Service == nil || *sb.Spec.Service) {
 			exit, err := h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
 			return exit, errors.Join(err, fmt.Errorf("sandbox %q: its spec.service was turned on; stopped", h.name))
@@ -168,8 +168,8 @@ func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (com
 	}
 	// The controller carries the Sandbox's template labels over to the running pod: an edit
 	// of the template by whoever may patch Sandboxes takes the pod out of its NetworkPolicy's
-	// selector, or into another policy's (policies add up), and such a pod must not run on
-	// (red team 31). Its labels but the controller's own are pinned at first sight.
+	// selector, or into another policy's (policies add up), and such a pod must not run on.
+	// Its labels but the controller's own are pinned at first sight.
 	own := podOwnLabels(pod.Labels)
 	if f.labels == nil {
 		f.labels = own

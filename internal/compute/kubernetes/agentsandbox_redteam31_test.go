@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// TestRedTeam31_CheckSandboxContainerOverrides is red team 31's attack on checkSandbox: someone
+// TestRedTeam31_CheckSandboxContainerOverrides is an attack on checkSandbox: someone
 // who may patch Sandboxes (the threat checkSandbox names) weakens the dispatch's pod through
 // fields the check did not read. A container's security context overrides the pod's, so the
 // pod-level runAsNonRoot/runAsUser/seccomp checks alone let a container run as root or
@@ -97,7 +97,7 @@ func TestRedTeam31_CheckSandboxContainerOverrides(t *testing.T) {
 	}
 }
 
-// TestRedTeam31_SandboxRelabelEndsDispatch is red team 31's attack on the NetworkPolicy's
+// TestRedTeam31_SandboxRelabelEndsDispatch is an attack on the NetworkPolicy's
 // coverage of an agent-sandbox pod: the controller (v0.5.6, real, on kwok) propagates the
 // Sandbox's pod-template labels to the running pod and removes the ones taken out of the
 // template. Someone who may patch Sandboxes, not pods, relabels a running dispatch's template:

@@ -67,7 +67,7 @@ func sandboxesOf(t *testing.T, p *Provider, ids ...string) []string {
 	return out
 }
 
-// TestAgentSandboxBackend_WarmSlot is `warm: N` on a `backend: agent-sandbox` target (#30),
+// TestAgentSandboxBackend_WarmSlot is `warm: N` on a `backend: agent-sandbox` target,
 // on the real control plane with kwok and agent-sandbox's real controller, every provider
 // action as agora's ServiceAccount under the documented Role. As providers-k8s.md says: the
 // target's cold dispatch runs in a Sandbox (no Job); its warm slot is a Job of the Job backend

@@ -20,7 +20,7 @@ import (
 // without agora's labels, or in another namespace, is refused.
 func (p *Provider) Cancel(ctx context.Context, taskID string) error {
 	// Not even the cancelled mark under a closed leader fence: the new leader may have
-	// adopted the task, and the mark would make its end a cancel (red team 44).
+	// adopted the task, and the mark would make its end a cancel.
 	if err := fenced("cancel " + taskID); err != nil {
 		return err
 	}
@@ -67,8 +67,8 @@ func (p *Provider) cancelJob(ctx context.Context, taskID, name string, other boo
 		return true, fmt.Errorf("cancel %q: mark cancelled: %w", taskID, err)
 	}
 	// The NetworkPolicy is the Job's dependent, and a foreground deletion removes dependents
-	// at once, the pod's while it still runs: the agent had the kubelet's kill time without
-	// its policy (red team s3, finding I). So the policy is orphaned first, and removed only
+	// at once, the pod's while it still runs: the agent would have the kubelet's kill time
+	// without its policy. So the policy is orphaned first, and removed only
 	// after the Job, pods included, is gone; when this process does not see that, Sweep does.
 	policy, err := p.orphanPolicy(ctx, name)
 	if err != nil {
@@ -89,8 +89,8 @@ func (p *Provider) cancelJob(ctx context.Context, taskID, name string, other boo
 
 // orphanPolicy removes the Job's owner reference from the dispatch's NetworkPolicy and returns
 // the policy's uid ("" when there is none). It finds the policy by listing: agora's Role may
-// list policies, not get them (a get here was refused and left the pod running: #26 finding
-// 13). The patch carries the uid it read, so it orphans that policy only.
+// list policies, not get them (a get here is refused, and the pod would be left running).
+// The patch carries the uid it read, so it orphans that policy only.
 func (p *Provider) orphanPolicy(ctx context.Context, name string) (types.UID, error) {
 	nps := p.client.NetworkingV1().NetworkPolicies(p.ns)
 	np, err := p.findPolicy(ctx, name)
@@ -143,7 +143,7 @@ func (p *Provider) deletePolicy(name string, uid types.UID) {
 const policyHoldWait = 30 * time.Second
 
 // deleteJob deletes the Job of that uid in the foreground, when the caller's context is gone.
-// Under a closed leader fence (a supervisor whose serve lost its lease, #31) it deletes
+// Under a closed leader fence (a supervisor whose serve lost its lease) it deletes
 // nothing: the new leader may have adopted the Job.
 func (p *Provider) deleteJob(name string, uid types.UID) error {
 	if err := fenced(fmt.Sprintf("delete job %q", name)); err != nil {

@@ -10,9 +10,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// TestCancel_PolicyOutlivesThePod is the red team's finding I (session 3): the NetworkPolicy
-// is the Job's dependent, so a foreground deletion removed it with the pod, before the pod
-// had stopped. Cancel now takes the policy out of the Job's dependents before it deletes the
+// TestCancel_PolicyOutlivesThePod: the NetworkPolicy is the Job's dependent, so a foreground
+// deletion would remove it with the pod, before the pod has stopped. Cancel takes the policy
+// out of the Job's dependents before it deletes the
 // Job, and deletes the policy itself only once the Job (pods first) is gone.
 func TestCancel_PolicyOutlivesThePod(t *testing.T) {
 	p, cs := testProvider(t, &fakeExporter{})

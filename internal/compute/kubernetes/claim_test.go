@@ -69,7 +69,7 @@ func jobCreates(cs *fake.Clientset) int {
 	return n
 }
 
-// TestStart_ConcurrentStartNeverDeletesLivePolicy is red-team finding 4: two processes (two
+// TestStart_ConcurrentStartNeverDeletesLivePolicy is an attack on the claim: two processes (two
 // providers over one API server) start one dispatch; the second reaches the claim while the
 // first has exported but not yet made its Job. The second must neither export (a second
 // export revokes the first's token), nor delete the policy, nor make a Job; it adopts.

@@ -24,7 +24,7 @@ import (
 // agents.x-k8s.io/v1beta1 for that backend. client-go's
 // clientset, and each of its typed clients, link k8s.io/client-go/kubernetes/scheme, whose init
 // registers every API group Kubernetes has: 650 KB and 3-14 ms that every agora process (each
-// CLI command, each hook) paid before main, kubernetes target or not (#28). So the provider
+// CLI command, each hook) would pay before main, kubernetes target or not. So the provider
 // names the part of the API it uses as interfaces below, and builds its client over a scheme of
 // just those groups, made when a kubernetes target is first used. client-go's generic typed
 // client's requests are made by typed (typed.go) as the generated clients make them; a clientset

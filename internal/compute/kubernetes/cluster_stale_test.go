@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// TestCluster_StaleStartDeletesNothingOfTheWinner is the red team's finding C (session 3):
+// TestCluster_StaleStartDeletesNothingOfTheWinner is an attack on a stale claim:
 // Start A holds the dispatch's claim (its NetworkPolicy) and stalls before its Secret (its
 // export hangs); Start B, in another process, judges the claim stale after claimWait,
 // replaces the policy and makes its own Secret and Job. When A wakes, it must delete and

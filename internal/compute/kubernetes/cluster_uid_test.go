@@ -16,7 +16,8 @@ import (
 
 // Two concurrent dispatches' pods, as the cluster admitted them in a namespace enforcing Pod
 // Security "restricted", run as two different uids, each its dispatch's own, and carry the
-// limits their workers apply (red team #16, finding 2: RLIMIT_NPROC counts per uid on a node).
+// limits their workers apply (RLIMIT_NPROC counts per uid on a node: pods that share one
+// starve each other).
 func TestCluster_PodsRunAsTheirOwnUID(t *testing.T) {
 	p, _ := clusterProvider(t, &fakeExporter{})
 	ctx, cancel := context.WithCancel(t.Context())

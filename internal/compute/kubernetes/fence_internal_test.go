@@ -11,7 +11,7 @@ import (
 )
 
 // TestFence_DeleteJobRefused: under a closed leader fence (a supervisor whose serve lost its
-// lease, #31) the provider deletes no Job: the new leader may have adopted it.
+// lease) the provider deletes no Job: the new leader may have adopted it.
 func TestFence_DeleteJobRefused(t *testing.T) {
 	p, cs := testProvider(t, &fakeExporter{})
 	ctx := t.Context()

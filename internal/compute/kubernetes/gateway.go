@@ -80,9 +80,9 @@ func checkPeer(p *GatewayPeer) (*GatewayPeer, error) {
 
 // dispatchPodLabels says whether a pod of a dispatch (a Job's, a slot's, a Sandbox's) may wear
 // every label of pods: the labels agora sets on it (labels, labelSlot, labelHome) and those
-// its Job's controller adds (red team 38: a peer of {app.kubernetes.io/managed-by: agora},
-// the label the manifests' own ingress rule admits dispatch pods by, selected every dispatch
-// pod and no serve pod).
+// its Job's controller adds (a peer of {app.kubernetes.io/managed-by: agora}, the label the
+// manifests' own ingress rule admits dispatch pods by, would select every dispatch pod and no
+// serve pod).
 func dispatchPodLabels(pods map[string]string) bool {
 	for k, v := range pods {
 		switch {

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// A refused gateway URL says what is wrong and what to write instead (#31: "https://localhost:8443
-// is refused as 'host must be an IP address or a lowercase DNS name'", which told a platform
+// A refused gateway URL says what is wrong and what to write instead ("https://localhost:8443
+// is refused as 'host must be an IP address or a lowercase DNS name'" would tell a platform
 // engineer nothing about why localhost cannot work).
 func TestParseGatewayURL_RefusalSaysWhatToWrite(t *testing.T) {
 	for _, c := range []struct{ url, want string }{

@@ -16,7 +16,7 @@ import (
 // pinned addresses, exactly serve's pods: one peer holding the namespace (by the name label the
 // apiserver sets, which no one else can set) AND the pods' labels. Two peers, one per
 // selector, would admit every pod of agora's namespace, or pods wearing agora's labels in any
-// namespace (an attacker's own): the red team's first try.
+// namespace (an attacker's own): an attacker's first try.
 func TestGatewayPeer_OnePeerBothSelectors(t *testing.T) {
 	p, _ := testProvider(t, &fakeExporter{})
 	gw := p.gateway
@@ -52,7 +52,7 @@ func TestGatewayPeer_Refused(t *testing.T) {
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app agora": "x"}}, "label"},
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app": "a b"}}, "label"},
 		{GatewayPeer{Namespace: "agora", Pods: manyLabels(17)}, "at most 16"},
-		// Red team 38: labels agora's own dispatch pods wear select them, not serve's.
+		// Labels agora's own dispatch pods wear select them, not serve's.
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app.kubernetes.io/managed-by": "agora"}}, "dispatch pods"},
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"app.kubernetes.io/managed-by": "agora", "agora.slot": "s1"}}, "dispatch pods"},
 		{GatewayPeer{Namespace: "agora", Pods: map[string]string{"batch.kubernetes.io/job-name": "agora-x", "job-name": "agora-x"}}, "dispatch pods"},

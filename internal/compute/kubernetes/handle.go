@@ -88,8 +88,8 @@ func (p *Provider) followFrom(ctx context.Context, s compute.Spec, name string, 
 // followSlot is follow for a warm slot's Job whose claim checked pod podUID (the one whose
 // worker took the dispatch's grant): only that pod's end is the dispatch's. Another pod of the
 // Job (the claimed one deleted, the Job given a backoffLimit, and the controller making
-// another from the slot's template) never ran the dispatch: its end, a code 0 among them, was
-// read as the dispatch's (red team 43K).
+// another from the slot's template) never ran the dispatch: its end, a code 0 among them, must
+// not be read as the dispatch's.
 func (p *Provider) followSlot(ctx context.Context, s compute.Spec, name string, uid types.UID, sess *remote.Session, secretUID types.UID, start time.Time, podUID types.UID) *handle {
 	h := &handle{p: p, id: s.ID, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
 		stderr: s.Stderr, start: start, done: make(chan struct{}), podUID: podUID}
@@ -119,7 +119,7 @@ func (h *handle) run(ctx context.Context) {
 	}
 	h.p.forgetCancel(h.name)
 	if ferr := fence.Check(); ferr != nil {
-		// A supervisor whose serve lost its lease (#31): the Job's Secret, or a pool pod's
+		// A supervisor whose serve lost its lease: the Job's Secret, or a pool pod's
 		// claim, may be the new leader's to use now that it adopted the dispatch.
 		exit.Duration = time.Since(h.start)
 		exit.Isolation = h.p.isolation()
@@ -275,7 +275,7 @@ func (h *handle) podExit(ctx context.Context, job *batchv1.Job) compute.Exit {
 	for i := range pods.Items {
 		// A pod wearing the Job's uid label that the Job does not control (whoever may
 		// create pods in the namespace made it) says nothing of how the Job ended, as for a
-		// pull refusal (jobPodPullFailure; red team 38: its exit code was read as the Job's).
+		// pull refusal (jobPodPullFailure): its exit code is not the Job's.
 		if c := metav1.GetControllerOf(&pods.Items[i]); c == nil || c.UID != job.UID {
 			continue
 		}

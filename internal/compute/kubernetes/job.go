@@ -60,7 +60,7 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		RestartPolicy: corev1.RestartPolicyNever,
 		// The Job owns the NetworkPolicy, so deleting the Job (cancel) deletes the policy at
 		// once: a grace period would leave the agent running without it (the worker ignores
-		// SIGTERM). No grace: the pod is killed as the policy goes (red team).
+		// SIGTERM). No grace: the pod is killed as the policy goes.
 		TerminationGracePeriodSeconds: ptrTo(int64(0)),
 		AutomountServiceAccountToken:  ptrTo(false),
 		EnableServiceLinks:            ptrTo(false),

@@ -11,7 +11,7 @@ import (
 )
 
 // ProbeJobs asks a jobs-backend target's cluster the one question every dispatch needs
-// answered (#31: doctor said "config ok" without asking the cluster anything): may agora's
+// answered, so doctor's "config ok" means the cluster was asked: may agora's
 // account list its Jobs in the namespace, with the Role in docs/providers-k8s.md? It returns
 // how many of agora's Jobs are there (running dispatches, slots, or ended and not yet
 // deleted).
@@ -38,7 +38,7 @@ func probeClient(kubeconfig, kubeContext string) (clusterAPI, string, error) {
 }
 
 // redactedHost is the API server's URL as doctor may print it: a password in it (which Go's
-// client sends as basic auth) as ***, as net/http's own errors print it (red team 33).
+// client sends as basic auth) as ***, as net/http's own errors print it.
 func redactedHost(host string) string {
 	u, err := url.Parse(host)
 	if err != nil {

@@ -147,7 +147,7 @@ func checkMounts(ms []remote.Mount) error {
 // leased uid), else the dispatch's own uid of the target's range. RLIMIT_NPROC, and the
 // kernel's other per-uid counters, are kept per uid on the node whatever the pod: with one uid
 // for every pod, one agent forking to its limit would keep every other pod of that uid on
-// the node from forking (red team #16, finding 2).
+// the node from forking.
 func (p *Provider) podUser(s compute.Spec) (uid, gid int64) {
 	if ra := s.RunAs; ra != nil {
 		return int64(ra.UID), int64(ra.GID)

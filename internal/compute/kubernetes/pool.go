@@ -23,7 +23,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// Pool slots (#30): the warm slots of a `backend: agent-sandbox` target, kept by agent-sandbox's
+// Pool slots: the warm slots of a `backend: agent-sandbox` target, kept by agent-sandbox's
 // own SandboxWarmPool and claimed through its SandboxClaim. agora makes, all named
 // agora-pool-<hash of the pod spec and home>:
 //
@@ -744,7 +744,7 @@ func (pl *Pool) podMatches(pod *corev1.Pod, tmpl *corev1.PodSpec) error {
 	// Besides what the container runs with, what runs commands in it or beside it: a pod
 	// remade under its Sandbox's name by whoever may delete and create pods, a copy but for an
 	// exec probe or hook (the kubelet runs its command in the worker's container, beside the
-	// dispatch's session), was bound a dispatch (red team #30, round 2). None of these has a
+	// dispatch's session), would be bound a dispatch. None of these has a
 	// default the apiserver adds when absent, and the template sets none but the working
 	// directory.
 	type c struct {
@@ -851,7 +851,7 @@ func (p *Provider) deleteClaimAs(name string, uid types.UID, prop metav1.Deletio
 func (pl *Pool) Delete(ctx context.Context) error {
 	p := pl.p
 	// The pool's name hashes the home, the same on every replica: a new leader holds the very
-	// pool this one made (red team 44).
+	// pool this one made.
 	if err := fenced("delete pool " + pl.Name); err != nil {
 		return err
 	}

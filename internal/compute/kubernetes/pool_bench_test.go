@@ -9,7 +9,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
-// BenchmarkKwokPoolClaimToWorker_WarmVsCold (#30) is a dispatch's start to its worker holding
+// BenchmarkKwokPoolClaimToWorker_WarmVsCold is a dispatch's start to its worker holding
 // it, cold (a Sandbox of its own) and through agent-sandbox's warm pool, interleaved on one
 // control plane with the real agent-sandbox controller and a real network gateway:
 //

@@ -287,7 +287,7 @@ func enrolCode(t testing.TB, g *slotGW, jwt string) int {
 	return 200
 }
 
-// A dispatch runs through agent-sandbox's own warm pool (#30) on the real control plane with
+// A dispatch runs through agent-sandbox's own warm pool on the real control plane with
 // the real controller, every provider action as agora's ServiceAccount: agora makes the pool
 // (template, warm pool, policy, Secret); each pool pod enrols once with its pod-bound projected
 // token (a TokenReview by the real apiserver); a dispatch's SandboxClaim is handed a warm pod

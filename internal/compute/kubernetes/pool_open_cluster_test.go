@@ -9,7 +9,7 @@ import (
 )
 
 // TestAgentSandboxPool_OpenFindsOnlyAsMade: a supervisor that did not make the pool (the
-// holder did, #30 warm_pool) opens it read-only by its own dispatch's shape. On the real
+// holder did, warm_pool) opens it read-only by its own dispatch's shape. On the real
 // control plane with agent-sandbox's real controller, as agora's ServiceAccount under the
 // documented Role: a dispatch of the pool's shape finds the holder's pool (same name, ready
 // count read); one of another shape finds none (ErrNoPool); and the attacks a supervisor's

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// Red team round 2 (#30): attacks on the pool's enrolment and claim binding on the real control
+// Attacks on the pool's enrolment and claim binding on the real control
 // plane with agent-sandbox's real controller, by someone who did not build them.
 
 // Attack: someone who may create pods in the namespace (not agora) makes a pod that looks like

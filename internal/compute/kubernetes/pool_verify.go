@@ -27,8 +27,8 @@ type PoolVerifier struct {
 	// spec digest (Provider.PoolSum of each pool target's template, under each identity of
 	// the home). A pod enrols only if its pool is one of them and its Sandbox's pod template
 	// is that pool's as agora builds it: labels alone can be written by whoever may create
-	// SandboxTemplates and SandboxWarmPools, whose lookalike pool's pods enrolled, a slot
-	// each (red team 45). nil knows no pool: every pod is refused.
+	// SandboxTemplates and SandboxWarmPools, whose lookalike pool's pods would enrol, a slot
+	// each. nil knows no pool: every pod is refused.
 	Pools func(context.Context) (map[string]string, error)
 }
 
@@ -115,8 +115,7 @@ func (v PoolVerifier) poolPod(ctx context.Context, id remote.PodIdentity, homes 
 	if sbRef.Name != pod.Name {
 		// agent-sandbox names a Sandbox's pod after it. Anyone who may create pods can name
 		// a pool's Sandbox as their pod's controller (the apiserver checks no ownerReference
-		// made without blockOwnerDeletion): such a lookalike enrolled, a slot each (red team
-		// #30, round 2).
+		// made without blockOwnerDeletion): such a lookalike would enrol, a slot each.
 		return errors.New("the pod is not its Sandbox's own pod (it is not named after it)")
 	}
 	sb, err := p.client.AgentsV1beta1().Sandboxes(p.ns).Get(ctx, sbRef.Name, metav1.GetOptions{})

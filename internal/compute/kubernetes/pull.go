@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Image pull settings (#31): images published to a private registry are pulled with
+// Image pull settings: images published to a private registry are pulled with
 // docker-registry Secrets the cluster's operator made in the target's namespace. agora only
 // names them in the pod spec; it never reads, writes or prints them.
 

@@ -26,7 +26,7 @@ func TestDocs_RoleIsTheExampleFile(t *testing.T) {
 	for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
 		block, _, _ = strings.Cut(block, "```")
 		// The provider's Role (agora in agents); the leader Lease's Role of the two-replica
-		// StatefulSet (agora-leader, #31) is another manifest.
+		// StatefulSet (agora-leader) is another manifest.
 		if strings.Contains(block, "kind: Role\nmetadata: {name: agora, namespace: agents}\n") {
 			shown = append(shown, block)
 		}

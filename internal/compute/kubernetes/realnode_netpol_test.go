@@ -21,7 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// The NetworkPolicy attack tests (#31): agora's own Start makes a dispatch's NetworkPolicy,
+// The NetworkPolicy attack tests: agora's own Start makes a dispatch's NetworkPolicy,
 // Secret and Job on the real kubelet, with kube-network-policies enforcing the cluster's
 // policies on the node (k8stest's netpol.go), and the Job's pod, where the agent's code would
 // run, tries to reach everything it must not. A pod no policy selects tries the same targets

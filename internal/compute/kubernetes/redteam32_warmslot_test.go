@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// Red team 32 (#30 Kubernetes warm slots): what someone with rights on the slot's pods (not on
+// Attacks on Kubernetes warm slots: what someone with rights on the slot's pods (not on
 // agora) can do to a slot while it waits, and what the slot can reach before its claim. Each
 // edit must make the slot unclaimable: Run refuses it before any bind.
 
@@ -149,7 +149,7 @@ func TestRedTeam32_WarmSlotPodEditsNeverClaimed(t *testing.T) {
 				t.Fatal("a fresh slot is not alive")
 			}
 			attack(t, sl)
-			// The slot's pod watch sees the edit while the slot waits (#30 k8shold2): it is
+			// The slot's pod watch sees the edit while the slot waits: it is
 			// counted gone at once (its holder starts another), not at the next claim.
 			select {
 			case <-sl.Gone():

@@ -122,7 +122,7 @@ func (p *stallProxy) resume() {
 	p.mu.Unlock()
 }
 
-// Red team of #30 k8shold2 (session 33): a waiting slot's pod watch when the apiserver stops
+// An attack on a waiting slot's pod watch: the apiserver stops
 // answering. Its pod is deleted while the apiserver (here a proxy in front of it) holds every
 // connection open and answers nothing; then new connections are answered again. The watch
 // must find its way to a live connection and count the slot gone. Over HTTP/1.1 (an apiserver
@@ -173,9 +173,9 @@ func TestRedTeam33_SlotWatchSurvivesAStalledAPIServer(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the slot's pod watch never opened")
 	}
-	// A busy provider has many idle connections pooled: over HTTP/1.1 each silent one was
-	// tried in turn, a bound's wait apiece, after the apiserver answered again (session 33's
-	// CI ran out of the 40 s; 20 pooled here failed every run before closeIdle).
+	// A busy provider has many idle connections pooled: over HTTP/1.1 each silent one would
+	// be tried in turn, a bound's wait apiece, after the apiserver answers again (past the
+	// 40 s; without closeIdle, 20 pooled here fail every run).
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {

@@ -24,7 +24,7 @@ import (
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
-// Red team of #30 (session 33): a slot being claimed, swept by another holder of the same home.
+// An attack on a slot being claimed: another holder of the same home sweeps it.
 // The gateway removes the slot's directory as its worker takes the grant (the slot is spent:
 // its token opens nothing), and the holder marks the Job claimed only after its bind returned.
 // In between, the slot is neither live (the sweep's test: its gateway slot stands) nor claimed

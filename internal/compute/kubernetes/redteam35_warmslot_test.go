@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Red team 35 (#30 k8sslot): a slot's filler holds its read-only places writable. A tenant of
+// An attack on a slot's filler, which holds its read-only places writable. A tenant of
 // the namespace who may patch pods (not exec) sets the waiting slot's filler image to one of
 // theirs and back. The kubelet restarts a container whose spec changed whatever the pod's
-// restartPolicy, so the tenant's image ran with the places' writable side (planting files the
+// restartPolicy, so the tenant's image runs with the places' writable side (planting files the
 // dispatch's read-only bundle would then show, a FIFO at a file place's entry) and with the
 // Secret as it was at that restart; the pod as stored is the one agora made again, so the
 // containers' hash matches. What is left is the container's restart count: a slot pod of

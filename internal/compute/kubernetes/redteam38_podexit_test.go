@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestRedTeam38_PodExitOnlyTheJobsPod (red team 38, adoption follows a Job by its uid's pods):
+// TestRedTeam38_PodExitOnlyTheJobsPod (adoption follows a Job by its uid's pods):
 // a pod that wears the Job's controller-uid label but is not controlled by the Job (anyone who
 // may create pods in the namespace can label one so) does not say how the Job ended: a failed
 // Job's exit is read from its own pod only, and with no pod of its own it is lost, not the

@@ -19,7 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
-// Red team 43K: Provider.AdoptSlot (a warm slot's dispatch adopted after its supervisor died)
+// Provider.AdoptSlot (a warm slot's dispatch adopted after its supervisor died)
 // attacked where TestWarmSlot_AdoptAfterSupervisorKilled does not.
 
 // poll asks f (an apiserver's answer) until it says done, or fails the test after d.
@@ -88,7 +88,7 @@ func TestRedTeam43K_AdoptedSlotNeverReadsAReplacementPod(t *testing.T) {
 		}
 	}
 	// The Job's controller makes a replacement, unless the adopted handle, which saw its
-	// claimed pod go, deleted the Job first (session 45): either way the handle must not read
+	// claimed pod go, deletes the Job first: either way the handle must not read
 	// a replacement's end.
 	poll(t, 90*time.Second, "a replacement pod of the slot's Job, or the Job deleted", func() bool {
 		if j, err := jobs.Get(t.Context(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) || err == nil && j.DeletionTimestamp != nil {

@@ -32,7 +32,7 @@ func closedFence(t *testing.T) (fenceErr error, open func()) {
 }
 
 // redteam44Slot makes, in the fake cluster, what another replica of the same home (the new
-// leader, #31) holds: an unclaimed slot Job of home with its NetworkPolicy and Secret, and the
+// leader) holds: an unclaimed slot Job of home with its NetworkPolicy and Secret, and the
 // NetworkPolicy and Secret of a slot it is making (no Job yet).
 func redteam44Slot(t *testing.T, p *Provider, cs *fake.Clientset, home, ready, making string) {
 	t.Helper()
@@ -56,14 +56,14 @@ func redteam44Slot(t *testing.T, p *Provider, cs *fake.Clientset, home, ready, m
 	}
 }
 
-// Red team 44: since a home's Kubernetes identity is its audit key alone (9d4e842), the new
-// leader's warm slots carry the label the old leader's sweeps select, and the old leader's
-// "live" test (its own slot directories) says none of them is live. A serve whose lease was
-// lost keeps running for a while (it notices the loss after its fence closed; its standbys'
-// starts and exits sweep meanwhile), and so do its fenced standby supervisors. Such a sweep
-// deleted the new leader's ready slot Jobs and the NetworkPolicy and Secret of a slot it was
-// making, because SweepSlots asked no fence (only deleteJob did). Failed before the fence in
-// sweepJob and sweepParts: both slots' objects were gone.
+// A home's Kubernetes identity is its audit key alone, so the new leader's warm slots carry
+// the label the old leader's sweeps select, and the old leader's "live" test (its own slot
+// directories) says none of them is live. A serve whose lease was lost keeps running for a
+// while (it notices the loss after its fence closed; its standbys' starts and exits sweep
+// meanwhile), and so do its fenced standby supervisors. Such a sweep would delete the new
+// leader's ready slot Jobs and the NetworkPolicy and Secret of a slot it is making unless
+// SweepSlots asks the fence: without the fence in sweepJob and sweepParts, both slots'
+// objects are gone.
 func TestRedTeam44_FencedSweepSlotsDeletesNothing(t *testing.T) {
 	p, cs := testProvider(t, &fakeExporter{})
 	ctx := t.Context()
@@ -106,11 +106,11 @@ func TestRedTeam44_FencedSweepSlotsDeletesNothing(t *testing.T) {
 	}
 }
 
-// Red team 44: a terminal dispatch's leftovers (Sweep, at a serve's start) and a stale policy
-// are not deleted by a fenced process either, nor is a task cancelled: Cancel's cancelled mark
-// alone would turn the end of a dispatch the new leader adopted into a cancel. Failed before:
-// Cancel marked and deleted the Job, Sweep deleted the policy and Secret, deletePolicy and
-// deleteParts deleted theirs.
+// A terminal dispatch's leftovers (Sweep, at a serve's start) and a stale policy are not
+// deleted by a fenced process either, nor is a task cancelled: Cancel's cancelled mark alone
+// would turn the end of a dispatch the new leader adopted into a cancel. Without the fence,
+// Cancel marks and deletes the Job, Sweep deletes the policy and Secret, deletePolicy and
+// deleteParts delete theirs.
 func TestRedTeam44_FencedCancelAndSweepDeleteNothing(t *testing.T) {
 	p, cs := testProvider(t, &fakeExporter{})
 	ctx := t.Context()
@@ -155,13 +155,13 @@ func TestRedTeam44_FencedCancelAndSweepDeleteNothing(t *testing.T) {
 	}
 }
 
-// Red team 44: a warm pool's name hashes the home (PoolName), which is now the same on every
-// replica, so the new leader runs the very pool (template, warm pool, policy) the old leader
-// made; the old serve's close (PoolKeeper.Close -> Pool.Delete) deleted it under the new
-// leader. The agent-sandbox deletes (a Sandbox at its end, a pool pod's claim) are the
-// adopted dispatch's own. Under a closed fence each refuses before it asks the cluster (the
-// fake knows no agent-sandbox CRDs: without the fence Pool.Delete reached a nil client, and
-// the Sandbox and claim deletes answered nil on the fake's 404).
+// A warm pool's name hashes the home (PoolName), which is the same on every replica, so the
+// new leader runs the very pool (template, warm pool, policy) the old leader made; the old
+// serve's close (PoolKeeper.Close -> Pool.Delete) would delete it under the new leader. The
+// agent-sandbox deletes (a Sandbox at its end, a pool pod's claim) are the adopted
+// dispatch's own. Under a closed fence each refuses before it asks the cluster (the fake
+// knows no agent-sandbox CRDs: without the fence Pool.Delete reaches a nil client, and the
+// Sandbox and claim deletes answer nil on the fake's 404).
 func TestRedTeam44_FencedPoolAndSandboxDeletesRefused(t *testing.T) {
 	p, _ := testProvider(t, &fakeExporter{})
 	fenceErr, _ := closedFence(t)

@@ -10,10 +10,10 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// Red team 45 found this gap (the current identity had it too): the verifier took a pool to be
-// this home's by its labels alone, so a pool made by someone else with agora's labels enrolled
-// its pods. Since, the verifier holds an enrolling pod's pool to the pools agora makes
-// (PoolVerifier.Pools: the name, which hashes the home and the shape, and the pod template).
+// A verifier that takes a pool to be this home's by its labels alone (the current identity's
+// or a former one's) enrols the pods of a pool made by someone else with agora's labels. So
+// the verifier holds an enrolling pod's pool to the pools agora makes (PoolVerifier.Pools:
+// the name, which hashes the home and the shape, and the pod template).
 
 // Attack: someone who may create SandboxTemplates and SandboxWarmPools makes a pool of their
 // own that looks like one of this home's (agora's labels, the home's identity, a pool-like

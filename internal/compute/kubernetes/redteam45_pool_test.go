@@ -23,7 +23,7 @@ import (
 	"github.com/agora-dev/agora/internal/fence"
 )
 
-// Red team 45: attacks on the former-identity pool changes (PoolVerifier.Former, AdoptPooled,
+// Attacks on the former-identity pool changes (PoolVerifier.Former, AdoptPooled,
 // DeleteFormerPools) on the real control plane with agent-sandbox's real controller, by
 // someone who did not build them. The attacker may create pods, Sandboxes and
 // NetworkPolicies and change labels in the namespace; agora's verifier, adopter and sweep run
@@ -124,7 +124,8 @@ func TestRedteam45Pool_VerifierFormerAudienceAttacks(t *testing.T) {
 		Name: "rt45-orphan-former", Namespace: admin.ns, Labels: rt45Copy(fpod.Labels)}, Spec: *fpod.Spec.DeepCopy()})
 	refused("a pod with the former pool's labels made by no pool", mintPodToken(t, cs, orphan, formerAud))
 	// The same claiming the current pool's name under the former identity, owned by the
-	// current pool's Sandbox (the lookalike of red team #30, under the former label).
+	// current pool's Sandbox (the lookalike that pool_verify.go refuses by its name, under the
+	// former label).
 	lbl := rt45Copy(fpod.Labels)
 	lbl[labelPool] = current.Name
 	look := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rt45-lookalike-former", Namespace: admin.ns, Labels: lbl,

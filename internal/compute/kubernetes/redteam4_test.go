@@ -23,8 +23,7 @@ import (
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
-// The red team's attacks on the Kubernetes provider with the real network gateway (issue
-// #26, session 4, part B).
+// Attacks on the Kubernetes provider with the real network gateway.
 
 // stallRequests is a transport that holds the first request matching match: before sending
 // it (hold "before"), or after its answer came (hold "after"), until gate closes. It stands
@@ -128,17 +127,18 @@ func exportableSpec(t *testing.T, id string) compute.Spec {
 	return s
 }
 
-// TestRedTeam4_StaleStartLeavesTheWinnersGatewaySession is the red team's finding C (session
-// 3) again, with the real gateway registry the two supervisors share (AGORA_HOME/gateway/
-// sessions) instead of a fake exporter per provider. Start A holds the dispatch's claim and
-// freezes; Start B (another process) judges the claim stale after claimWait, replaces it,
-// exports the dispatch's session and makes its Secret and Job. When A wakes it must leave
-// B's session alone. Before the fix it did not, either way it froze:
+// TestRedTeam4_StaleStartLeavesTheWinnersGatewaySession is the stale-start attack of
+// TestCluster_StaleStartDeletesNothingOfTheWinner with the real gateway registry the two
+// supervisors share (AGORA_HOME/gateway/sessions) instead of a fake exporter per provider.
+// Start A holds the dispatch's claim and freezes; Start B (another process) judges the claim
+// stale after claimWait, replaces it, exports the dispatch's session and makes its Secret and
+// Job. When A wakes it must leave B's session alone. Were its export not bound to its claim,
+// it would not, either way it froze:
 //
-//   - frozen before its export: A exported anyway, which replaced B's session (B's pod's
-//     token answered 403), then found its claim lost and closed its own session, leaving none;
-//   - frozen after its export (B's export replaced A's, as it should): A found its claim lost
-//     and closed "its" session, by path: B's session.json and sockets.
+//   - frozen before its export: A would export anyway, which replaces B's session (B's pod's
+//     token answers 403), then find its claim lost and close its own session, leaving none;
+//   - frozen after its export (B's export replaced A's, as it should): A would find its claim
+//     lost and close "its" session, by path: B's session.json and sockets.
 //
 // Either way B's pod, running, could no longer reach the gateway.
 func TestRedTeam4_StaleStartLeavesTheWinnersGatewaySession(t *testing.T) {

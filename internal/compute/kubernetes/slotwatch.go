@@ -12,22 +12,22 @@ import (
 )
 
 // A waiting slot's pod is watched from the moment it runs until the slot is claimed or
-// discarded (#30 k8shold2). Before, only a claim's [Slot.Check] asked the cluster: a slot whose
-// pod was deleted, ended, relabelled out of its policy, given an ephemeral container or
-// resized while it waited was counted ready (doctor, metrics, the web view) and kept its
-// holder (a serve's standby supervisor) waiting until a dispatch found it gone and started
-// cold. Now [Slot.Alive] turns false as soon as the watch sees any of that, the standby ends
-// and its serve starts another. The claim still runs the whole check: the watch makes the
-// counts true, it decides no claim.
+// discarded. Were only a claim's [Slot.Check] to ask the cluster, a slot whose pod was
+// deleted, ended, relabelled out of its policy, given an ephemeral container or resized while
+// it waited would be counted ready (doctor, metrics, the web view) and keep its holder (a
+// serve's standby supervisor) waiting until a dispatch found it gone and started cold. So
+// [Slot.Alive] turns false as soon as the watch sees any of that, the standby ends and its
+// serve starts another. The claim still runs the whole check: the watch makes the counts
+// true, it decides no claim.
 
 // slotRewatch bounds one watch request: the apiserver ends a watch at its own timeout, and
 // the loop lists again.
 const slotRewatch = 5 * time.Minute
 
-// slotCallWait bounds each list, and the watch past slotRewatch, on this side (red team 33):
-// an apiserver that stops answering (hung, or a proxy in front of it stuck) ends nothing by
-// itself, and over HTTP/1.1 (no HTTP/2 health check: a proxy without it, DISABLE_HTTP2) the
-// silent watch waited for ever while its slot, its pod gone, counted ready.
+// slotCallWait bounds each list, and the watch past slotRewatch, on this side: an apiserver
+// that stops answering (hung, or a proxy in front of it stuck) ends nothing by itself, and
+// over HTTP/1.1 (no HTTP/2 health check: a proxy without it, DISABLE_HTTP2) the silent watch
+// would wait for ever while its slot, its pod gone, counted ready.
 const slotCallWait = 30 * time.Second
 
 // watchBounds are the list's and the watch's client-side bounds.
@@ -41,8 +41,8 @@ func (p *Provider) watchBounds() (list, watch time.Duration) {
 // closeIdle drops the provider's pooled connections to the apiserver. A call that ran out of
 // time means the apiserver (or a proxy before it) went silent, and every connection pooled
 // while it was may be one it will never answer: over HTTP/1.1 each was otherwise tried in
-// turn, a bound's wait apiece, before a new one (red team 33, a busy pool: 40 s and more
-// after the apiserver answered again, the deleted slot still counted ready).
+// turn, a bound's wait apiece, before a new one (a busy pool: 40 s and more after the
+// apiserver answers again, the deleted slot still counted ready).
 func (p *Provider) closeIdle() {
 	if c, ok := p.client.(interface{ closeIdle() }); ok {
 		c.closeIdle()

@@ -83,7 +83,7 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 // real gateway's registry, which the supervisors of one AGORA_HOME share), a session that
 // stands already, another Start's, is replaced only while this Start's claim (the policy of
 // uid npUID) stands: a Start that froze past claimWait and was judged stale must not revoke
-// the token of the pod that the Start which replaced its claim made (red team B, session 4).
+// the token of the pod that the Start which replaced its claim made.
 func (p *Provider) export(ctx context.Context, s compute.Spec, name string, npUID types.UID) (*remote.Session, error) {
 	ce, ok := p.opts.Exporter.(remote.ClaimExporter)
 	if !ok {
@@ -224,7 +224,7 @@ func (p *Provider) createSecret(ctx context.Context, sec *corev1.Secret, npUID t
 // the UID this Start created the object with as a precondition: a policy or Secret replaced
 // meanwhile (another Start judged this one stale) fails the start rather than guard the Job by
 // chance, or hand the other Start's Secret to this Start's Job, whose deletion would take it
-// along (red team B, session 4: the winner's pod lost its token that way).
+// along (the winner's pod would lose its token that way).
 func (p *Provider) ownParts(ctx context.Context, o owner, npUID, secUID types.UID) error {
 	owner := fmt.Sprintf(`"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q}]`, o.apiVersion, o.kind, o.name, o.uid)
 	patch := []byte(`{"metadata":{` + owner + `}}`)
@@ -299,7 +299,7 @@ func (p *Provider) adoptJob(ctx context.Context, s compute.Spec, name string, ot
 // deleteParts deletes what a Start that failed before its Job owned them made: its
 // NetworkPolicy and its Secret, each only with the UID this Start created it with (an empty
 // UID deletes nothing), so a Start judged stale never deletes the objects of the Start that
-// replaced it (red team s3, finding C). What is gone already is no error.
+// replaced it. What is gone already is no error.
 func (p *Provider) deleteParts(name string, npUID, secUID types.UID) error {
 	if err := fenced(fmt.Sprintf("delete the network policy and secret %q", name)); err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// The attack the pod's uid answers (red team #16, finding 2): RLIMIT_NPROC counts per uid on
+// The attack the pod's uid answers: RLIMIT_NPROC counts per uid on
 // a node, so pods that share one starve each other. Each dispatch's pod runs as its own uid
 // of the target's range, which Pod Security "restricted" allows (non-root); the spec's RunAs
 // (a root agora's lease) wins.

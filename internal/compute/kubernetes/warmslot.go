@@ -23,7 +23,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// Warm slots (#30) on Kubernetes. agora holds each slot itself, as a Job of the Job backend:
+// Warm slots on Kubernetes. agora holds each slot itself, as a Job of the Job backend:
 // an agent-sandbox SandboxWarmPool's pods share one template (environment, Secret
 // references), so a per-slot token revoked at the claim could not reach each pod, and a
 // claim could not give a pod the dispatch's policy or uid (note31). A slot is, all named
@@ -281,12 +281,12 @@ func (p *Provider) slotJobObject(in jobInput, places []remote.SlotPlace) *batchv
 
 // containersHash is what a slot's pod must still run: its containers' images, commands,
 // arguments, environment, mounts, security and resources (an in-place resize of a waiting pod
-// would run the dispatch past its limits: red team 32), what its volumes are (a volume of the same
-// name made a claim on someone's storage keeps every mount as it was: red team 32), the
-// namespaces it shares with its node or between its containers, and the pod's own security
-// context and runtime class, and its image pull policy and pull secrets (#31: which registry
-// credential fetched the image, and whether a cached one was trusted). A pod with an ephemeral container is refused by [Slot.Check]
-// before this is compared.
+// would run the dispatch past its limits), what its volumes are (a volume of the same name
+// made a claim on someone's storage keeps every mount as it was), the namespaces it shares
+// with its node or between its containers, and the pod's own security context and runtime
+// class, and its image pull policy and pull secrets (which registry credential fetched the
+// image, and whether a cached one was trusted). A pod with an ephemeral container is refused
+// by [Slot.Check] before this is compared.
 func containersHash(s corev1.PodSpec) string {
 	type c struct {
 		Image   string
@@ -447,7 +447,7 @@ func (sl *Slot) check(ctx context.Context) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("%w: its filler ended before the claim, or a container of its pod restarted", ErrSlotChanged)
 	case len(pod.Spec.EphemeralContainers) != 0:
 		// kubectl debug: a container of someone's joined the pod (its volumes, the worker's
-		// processes) while it waited (red team 32).
+		// processes) while it waited.
 		return nil, fmt.Errorf("%w: its pod was given an ephemeral container", ErrSlotChanged)
 	case containersHash(pod.Spec) != sl.pod:
 		return nil, fmt.Errorf("%w: its pod's containers or volumes changed", ErrSlotChanged)
@@ -457,8 +457,8 @@ func (sl *Slot) check(ctx context.Context) (*corev1.Pod, error) {
 
 // checkOtherPolicies refuses a slot pod that another NetworkPolicy of the namespace singles
 // out with an allow rule: policies add up, so one made while the slot waited, selecting its
-// own labels (agora.slot=<id>, its job's), widens it as much as its own policy widened would
-// (red team 32). A policy that selects every agora pod (or every pod) applies to a cold pod
+// own labels (agora.slot=<id>, its job's), widens it as much as its own policy widened
+// would. A policy that selects every agora pod (or every pod) applies to a cold pod
 // alike and is the operator's: it is left to them.
 // (own is the slot's or pool's policy.)
 func (p *Provider) checkOtherPolicies(ctx context.Context, own types.UID, podLabels map[string]string) error {
@@ -532,10 +532,10 @@ func (sl *Slot) Run(ctx context.Context, s compute.Spec, bind Bind) (compute.Han
 		sl.kill()
 		return nil, err
 	}
-	// Claimed before the bind (red team 33): the gateway removes the slot as its worker takes
-	// the grant, and a Job neither live nor marked claimed is a dead holder's to any sweep of
-	// the home (a second serve, serve before its next standby): marked after the bind, the Job
-	// running the dispatch and its NetworkPolicy were deleted in between. The deadline is the
+	// Claimed before the bind: the gateway removes the slot as its worker takes the grant,
+	// and a Job neither live nor marked claimed is a dead holder's to any sweep of the home (a
+	// second serve, serve before its next standby): marked after the bind, the Job running the
+	// dispatch and its NetworkPolicy could be deleted in between. The deadline is the
 	// dispatch's timeout from now plus claimSlack until the bind returns, then set exactly: a
 	// holder killed in between leaves a Job that still ends.
 	if err := sl.markClaimed(ctx, s.ID, pod.UID, s.Limits.Timeout, claimSlack); err != nil {
@@ -710,7 +710,7 @@ func (p *Provider) sweepJob(j *batchv1.Job, home string, live func(id string) bo
 
 // sweepSlotParts deletes the NetworkPolicies (and their Secrets) of home's dead slots that no
 // standing Job owns: a holder killed inside StartSlot, after its policy and before its Job
-// owned it, left them (red team of #30 k8shold; a Job deleted by the sweep before it owned
+// owned it, leaves them (as does a Job deleted by the sweep before it owned
 // its parts leaves them too). A live slot's parts are its holder's, being made or waiting.
 func (p *Provider) sweepSlotParts(ctx context.Context, home string, live func(id string) bool, kept map[string]bool) ([]string, error) {
 	l, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, metav1.ListOptions{

@@ -109,7 +109,7 @@ func (p *Provider) AdoptSlot(ctx context.Context, s compute.Spec, a SlotAdoption
 	// The slot's id, as Slot.Run follows it: the pod carries the slot's labels, not the
 	// dispatch's. The Secret is the slot's, owned by its Job: deleted at the end by name. The
 	// claimed pod is pinned: one the Job makes after these checks never ran the dispatch
-	// (red team 43K).
+	// (a replacement's end is not the dispatch's).
 	return p.followSlot(ctx, compute.Spec{ID: slot, Stderr: s.Stderr}, name, job.UID, sess, "", start, types.UID(job.Annotations[annotationClaimedPod])), nil
 }
 

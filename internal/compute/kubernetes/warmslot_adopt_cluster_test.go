@@ -33,7 +33,7 @@ type slotClaimer struct {
 	Slots    string
 	Dispatch string
 	PodEnd   string        // the slot pod's kwok end delay
-	PodCode  int           // the slot pod's kwok exit code (red team 43K: an adopted Job's own outcome)
+	PodCode  int           // the slot pod's kwok exit code (an adopted Job's own outcome)
 	Timeout  time.Duration // the dispatch's
 }
 

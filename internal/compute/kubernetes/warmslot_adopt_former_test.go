@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// SlotAdoption.Former (#30/#31): a claimed slot Job labelled with a former identity of the
+// SlotAdoption.Former: a claimed slot Job labelled with a former identity of the
 // home (what an older agora computed) is adopted as the home's; a label that is neither the
 // home's nor a former one of it is another home's and refused, and an invalid former label is
 // refused before anything is looked up.

@@ -12,7 +12,7 @@ import (
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
-// BenchmarkKwokClaimToWorker_WarmVsCold (#30) is a dispatch's start to its worker running it,
+// BenchmarkKwokClaimToWorker_WarmVsCold is a dispatch's start to its worker running it,
 // cold and warm, interleaved in the same control plane, against a real network gateway:
 //
 //	go test ./internal/compute/kubernetes -run '^$' -bench 'KwokClaimToWorker' -benchtime 20x -benchmem
@@ -74,8 +74,8 @@ func BenchmarkKwokClaimToWorker_WarmVsCold(b *testing.B) {
 	}
 }
 
-// BenchmarkKwokClaimToWorker_ProxyWarmVsCold (#30 k8sslot) is the same for a dispatch with the
-// egress proxy (its trust directory and its trust file over the system store), now run warm:
+// BenchmarkKwokClaimToWorker_ProxyWarmVsCold is the same for a dispatch with the
+// egress proxy (its trust directory and its trust file over the system store), run warm:
 //
 //	go test ./internal/compute/kubernetes -run '^$' -bench 'KwokClaimToWorker_Proxy' -benchtime 20x -benchmem
 //

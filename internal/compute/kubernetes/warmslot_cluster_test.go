@@ -27,7 +27,7 @@ import (
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
-// These tests run the warm slots (#30) on the shared control plane with kwok, against a real
+// These tests run the warm slots on the shared control plane with kwok, against a real
 // network gateway with its slot store: the test plays each slot pod's worker (kwok runs no
 // process), claiming with the token it reads from the slot's Secret, as the pod's
 // secretKeyRef does.

@@ -74,7 +74,7 @@ func podLines(pod *corev1.Pod, own string) []string {
 	return out
 }
 
-// The isolation diff of a cold pod and a claimed slot's pod on kwok (#30): the same dispatch
+// The isolation diff of a cold pod and a claimed slot's pod on kwok: the same dispatch
 // spec started cold and run in a claimed slot, both pods as the API server stores them,
 // described line by line (podLines). Every remaining difference is a named line below, each
 // explained in docs/providers-k8s.md ("Differences from a cold pod"); a new difference, or one
@@ -109,9 +109,8 @@ func TestWarmSlotParity_ClusterColdVsClaimedDiff(t *testing.T) {
 
 	c, w := podLines(&coldPod, objectName(coldID)), podLines(hotPod, sl.name)
 	onlyCold, onlyHot := minus(c, w), minus(w, c)
-	// The named differences, each in docs/providers-k8s.md. Difference 1 of before (the
-	// read-only places a directory of the slot's writable /agora) is gone: the bundle is a
-	// read-only mount of its own emptyDir in both (#30 k8sslot).
+	// The named differences, each in docs/providers-k8s.md. The read-only places are no
+	// difference: the bundle is a read-only mount of its own emptyDir in both.
 	places, _ := json.Marshal(warmPlaces)
 	fillSec, _ := json.Marshal(containerSecurity())
 	fillRes, _ := json.Marshal(fillResources(coldPod.Spec.Containers[0].Resources))

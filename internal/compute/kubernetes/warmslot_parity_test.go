@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// #30 claimed-slot parity on kwok: what a claimed slot shares with a cold pod, and the claims
+// Claimed-slot parity on kwok: what a claimed slot shares with a cold pod, and the claims
 // it refuses.
 
 // startSlotAs is startSlot with the template's RunAs (a root agora's uid lease) set to ra.

@@ -13,10 +13,10 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
-// A slot's read-only places (#30 k8sslot): read-only for real, as a cold pod's. Before, a
-// slot's worker fetched the bundle, capability files and inputs into its writable /agora at
-// the claim and took the write bits off: the agent, the files' owner, chmodded them back and
-// wrote. Now the slot's pod has, at each place its template knows ([SlotOptions.Places]):
+// A slot's read-only places: read-only for real, as a cold pod's. Files a slot's worker
+// fetched into its writable /agora at the claim, write bits taken off, would be read-only by
+// mode only: the agent, the files' owner, could chmod them back and write. So the slot's pod
+// has, at each place its template knows ([SlotOptions.Places]):
 //
 //   - an emptyDir of its own (p-INDEX), mounted read-only in the worker's container at the
 //     place (a file place as its "file" entry, a subPath mount, as a cold pod's), so nothing
@@ -140,9 +140,9 @@ func checkSlotMounts(ms []remote.Mount, places []remote.SlotPlace) error {
 // fillerWaits reports whether the pod's filler is running, not ended, and no container of the
 // pod ever restarted: a filler gone before the claim would leave the worker with no one to fill
 // its places. The pod's restartPolicy is Never, yet the kubelet restarts a container whose spec
-// changed: a tenant who set the filler's (or the worker's) image to theirs and back ran their
+// changed: a tenant who sets the filler's (or the worker's) image to theirs and back runs their
 // image with the places' writable side (or the slot's token) while the pod as stored is agora's
-// again, its containers' hash the same (red team 35). The restart count is what is left of it.
+// again, its containers' hash the same. The restart count is what is left of it.
 func fillerWaits(pod *corev1.Pod) bool {
 	for _, st := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
 		if st.RestartCount != 0 || st.Name == fillContainer && st.State.Terminated != nil {

@@ -12,7 +12,7 @@ import (
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
-// #30 k8sslot on kwok: a slot's read-only places, mounted read-only in the worker's container
+// On kwok: a slot's read-only places, mounted read-only in the worker's container
 // and filled by the filler at the claim.
 
 // startSlotPlaces starts a slot of tmpl with places.
@@ -145,7 +145,7 @@ func proxySpec(t testing.TB, id, pem string) compute.Spec {
 
 const systemTrust = "/etc/ssl/certs/ca-certificates.crt"
 
-// A dispatch with the egress proxy claims a slot started for its layout (#30 k8sslot): the
+// A dispatch with the egress proxy claims a slot started for its layout: the
 // slot's pod has a read-only place at the system trust store (a subPath mount of an entry its
 // init step makes, so the kubelet makes no directory there), the claim binds (warm, not told to
 // start cold), and what the slot's filler fetches for that place is the claiming dispatch's

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Red team 35 trust (#30 k8sslot, 2d82cec), on kwok: a slot started from a proxy dispatch's
+// An attack on a proxy slot's trust file, on kwok: a slot started from a proxy dispatch's
 // template (its trust file a read-only place at the system store). The attack: the template's
 // trust file (an earlier dispatch's proxy CA) reaching the slot by another road than the
 // claim's fill: the Job, the pod, the slot's Secret, or its NetworkPolicy (agora's

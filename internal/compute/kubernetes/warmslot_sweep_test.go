@@ -11,10 +11,10 @@ import (
 )
 
 // A holder killed inside StartSlot, after the slot's NetworkPolicy and Secret and before its
-// Job owned them (red team of #30 k8shold: serve killed with -9 while a standby made its
-// slot), left both for ever: the sweep listed Jobs only. SweepSlots now deletes a dead slot's
-// parts by their labels, and leaves a live slot's (its holder is making it) and another
-// home's. Failed before (without sweepSlotParts): the dead slot's policy and Secret stood.
+// Job owned them (serve killed with -9 while a standby makes its slot) leaves both, which a
+// sweep of Jobs alone never finds. SweepSlots deletes a dead slot's parts by their labels,
+// and leaves a live slot's (its holder is making it) and another home's. Without
+// sweepSlotParts the dead slot's policy and Secret stand.
 func TestWarmSlot_ClusterHalfMadeSlotSwept(t *testing.T) {
 	g := startSlotGW(t)
 	p := slotProvider(t, g)

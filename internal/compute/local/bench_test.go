@@ -29,8 +29,8 @@ func BenchmarkStartTrue(b *testing.B) {
 		}
 	})
 	b.Run("provider-runas", func(b *testing.B) {
-		// As root: the sandbox uid, its limits set with prlimit(2) (prlimit(1) inside
-		// before #28), and four binds from a private mount namespace, as a dispatch's are.
+		// As root: the sandbox uid, its limits set with prlimit(2) (no prlimit(1) exec'd
+		// inside), and four binds from a private mount namespace, as a dispatch's are.
 		if os.Geteuid() != 0 {
 			b.Skip("SKIP: needs root to run as another host user")
 		}

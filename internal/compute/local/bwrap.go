@@ -98,7 +98,7 @@ func bwrapOptions(s compute.Spec, system []string, fds fdLayout, blocked bool) [
 	o = append(o,
 		// The command is the namespace's init: bwrap's own init would run as the sandbox
 		// user, attachable with ptrace, and spared by kill(-1), so an agent could take it
-		// over and outlive the worker (issue #11). As init the worker is spared every signal
+		// over and outlive the worker. As init the worker is spared every signal
 		// from inside it does not handle (it ignores the rest it can), and its exit ends
 		// every process of the sandbox.
 		"--as-pid-1",
@@ -136,7 +136,7 @@ func bwrapOptions(s compute.Spec, system []string, fds fdLayout, blocked bool) [
 	// Last: the sandbox's root and /dev become read-only. bwrap builds both as tmpfs owned
 	// by the sandbox user, so an agent could otherwise create /etc/ld.so.preload (run its
 	// code in the worker's capture and in every hook after the stop step) or fill memory
-	// through an unsized file system (issue #11 red team). The binds, /tmp and /dev/shm
+	// through an unsized file system. The binds, /tmp and /dev/shm
 	// are mounts of their own and keep their modes; device nodes stay writable.
 	o = append(o, "--remount-ro", "/dev", "--remount-ro", "/")
 	return append(o, "--chdir", workDir(s))

@@ -58,7 +58,8 @@ func (h *handle) Wait() (compute.Exit, error) {
 // Exited returns how the task ended once its process tree is gone, like [handle.Wait], but
 // without waiting for what the provider then takes down on the host for it (a warm slot's
 // claim mounts and directory, which nothing of the task's result is read from): a
-// supervisor records the end first and calls Wait before it removes the stage (#28).
+// supervisor records the end first, without waiting for that teardown, and calls Wait
+// before it removes the stage.
 func (h *handle) Exited() (compute.Exit, error) {
 	if h.gone == nil {
 		return h.Wait()

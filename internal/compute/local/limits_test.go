@@ -25,9 +25,9 @@ func TestOpenFiles(t *testing.T) {
 }
 
 // TestProvider_Start_OpenFilesLimit: every sandbox gets RLIMIT_NOFILE, soft and hard alike,
-// and cannot raise it. Without it a sandbox process inherited the host's hard limit (often a
-// million), raised its soft limit to it, and could hold that many connections to the
-// dispatch's gateway, whose cost the host-side supervisor bears (red team 2).
+// and cannot raise it. Without it a sandbox process inherits the host's hard limit (often a
+// million), raises its soft limit to it, and can hold that many connections to the
+// dispatch's gateway, whose cost the host-side supervisor bears.
 func TestProvider_Start_OpenFilesLimit(t *testing.T) {
 	requireBwrap(t)
 	n := openFiles()

@@ -21,7 +21,7 @@ func TestCancel_SandboxOrphanedBeforeRelease(t *testing.T) {
 	requireBwrap(t)
 	p := newProvider(t, Options{})
 	// Last: the task cgroup outlives the supervisor killed here, as it would a real one's,
-	// until Reap releases the dispatch; left, every run leaked one (red team 42).
+	// until Reap releases the dispatch; left, every run would leak one.
 	t.Cleanup(func() {
 		if err := newProvider(t, Options{}).Release(context.Background(), "orphan"); err != nil {
 			t.Errorf("release the orphan's cgroup: %v", err)

@@ -97,7 +97,8 @@ const orphanWait = 5 * time.Second
 // its uid map, or running its command (a verify gate's has no worker lifeline). It is known
 // by all of: the first process of a pid namespace below this one, whose parent is no bwrap
 // and does not run as uid (the parent of a namespace an agent made, or of a live sandbox,
-// does). A pidfd opened first pins the process the checks read (red team 42).
+// does). A pidfd opened first pins the process the checks read, so the kill never reaches
+// another process that took its pid over.
 func EndOrphanedSandboxes(uid string, pids []string) bool {
 	killed := false
 	for _, p := range pids {

@@ -10,7 +10,7 @@ import (
 // TestProvider_ReadOnlyRootAndSizedScratch: the sandbox's root, /etc and /dev are
 // read-only (an agent could otherwise plant /etc/ld.so.preload and run its code in the
 // worker's capture and hooks), device nodes still work, and /tmp and /dev/shm are capped at
-// Limits.Scratch (issue #11 red team: unsized tmpfs held gigabytes of host memory).
+// Limits.Scratch (an unsized tmpfs holds gigabytes of host memory).
 func TestProvider_ReadOnlyRootAndSizedScratch(t *testing.T) {
 	requireBwrap(t)
 	p := newProvider(t, Options{NoCgroup: true})

@@ -18,7 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// Red team #28 (f33f822): a RunAs start switches its thread's real uid and gid to the sandbox
+// Attacks on a RunAs start, which switches its thread's real uid and gid to the sandbox
 // user's for prlimit(2). These attacks use uids of their own (not testRunAs), so that a leftover
 // process count is not confused with another package's test sandboxes.
 

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// Red team #30 (warm slots): attacks on the bubblewrap slot from outside its builder.
+// Attacks on the bubblewrap warm slot from outside its builder.
 
 // TestRedTeam30_SlotReadOnlyBindSubmount: a read-only bind whose source has a mount of its
 // own below it. bwrap's --ro-bind makes every submount read-only, nosuid and nodev; a slot

@@ -32,7 +32,7 @@ func rt36Template(prestart bool) (compute.Spec, func(SlotOptions) SlotOptions) {
 // TestRedTeam36_HolderKilledWhileStartRecorded: the standby holding a warm slot is killed
 // with -9 inside beforeRelease (its dispatch's started record committed, the slot not yet
 // released). What holds: the claimed sandbox dies with its holder (--die-with-parent), and
-// ReapSlots removes the slot. What does not (red team 36, described, not fixed): the dying
+// ReapSlots removes the slot. What does not (known, described here, not fixed): the dying
 // holder's descriptors close before its parent-death signal is sent, and a held bwrap reads
 // EOF on --block-fd as a release (a prestarted worker's claim pipe the same), so in about a
 // third of runs the claim's command starts, unsupervised, for the moment until the kill.

@@ -15,10 +15,10 @@ import (
 
 // TestProvider_Start_RunAsLimitsWithoutPrlimitExec: a root provider sets a RunAs sandbox's
 // rlimits itself, with prlimit(2) on the blocked sandbox process, so no prlimit(1) is exec'd
-// in it (#28: that exec cost a dispatch ~1.2 ms). Every limit is in place soft and hard alike
+// in it (that exec costs a dispatch ~1.2 ms). Every limit is in place soft and hard alike
 // before the command runs, and the sandbox cannot raise any hard limit, not even by one.
-// Failed before: with no prlimit(1) to be found the provider refused every RunAs sandbox
-// (ErrNoPrlimit).
+// It runs with no prlimit(1) to be found: a root provider needs none for a RunAs sandbox
+// (no ErrNoPrlimit).
 func TestProvider_Start_RunAsLimitsWithoutPrlimitExec(t *testing.T) {
 	requireBwrap(t)
 	requireRoot(t)

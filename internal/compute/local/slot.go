@@ -20,7 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// A warm slot (#30) is a bubblewrap sandbox started ahead of any dispatch: its namespaces,
+// A warm slot is a bubblewrap sandbox started ahead of any dispatch: its namespaces,
 // system mounts, limits and cgroup are in place and bwrap waits on --block-fd before it runs
 // the worker. Everything a dispatch brings (its bundle, workspace, out directory, capability
 // files, inputs, its secrets pipe and its output) reaches the slot only at claim:
@@ -152,7 +152,7 @@ func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions
 	}
 	// The directory is a private mount of its own, so everything the slot mounts in it (its
 	// claim mount point, the staging trees, its claim files) comes down in one unmount, one
-	// RCU grace period, instead of one per mount (removeSlotDir; #30).
+	// RCU grace period, instead of one per mount (removeSlotDir).
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
 		s.cleanup()
 		return nil, fmt.Errorf("new warm slot: bind %s: %w", dir, err)
@@ -352,13 +352,13 @@ func holderLives(d string) bool {
 // removeSlotDir detaches whatever is mounted in a slot's directory and removes it. Not only
 // the claim mount point: a holder killed while it attached a claim leaves the staging tmpfs
 // mounted (in the host's namespace) with the dispatch's binds in it, and a removal must never
-// reach through a bind into the files it shows (red team #30). When the mounts cannot be
+// reach through a bind into the files it shows. When the mounts cannot be
 // listed or one stays, the directory is left in place.
 func removeSlotDir(dir string) {
 	mps, err := MountsUnder(dir)
 	// Shallowest first: a lazy unmount takes every mount below its mount point with it, and
 	// the slot's directory is a mount of its own (NewSlot), so its whole tree goes in one
-	// unmount and one RCU grace period, not one per mount (#30). A path below one detached
+	// unmount and one RCU grace period, not one per mount. A path below one detached
 	// is then no mount point (EINVAL) or gone (ENOENT); the check below still refuses any
 	// mount that stays.
 	for i := len(mps) - 1; i >= 0; i-- {
@@ -442,7 +442,7 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 	}
 	// A held sandbox can die while it waits (killed from outside, the OOM killer): claiming
 	// it would hand the dispatch an exit it never had. It fails here, so the caller starts
-	// cold (red team #30: the claim ran nothing and reported "killed").
+	// cold (a claim of it would run nothing and report "killed").
 	if heldExited(s.h.pid) {
 		return nil, fmt.Errorf("the warm slot's sandbox ended before its claim%s", s.endedSaying())
 	}
@@ -515,7 +515,7 @@ var errSlotEnded = errors.New("the warm slot's sandbox ended before its claim wa
 
 // release runs beforeRelease, then opens the claimed slot's gate. The held sandbox is looked
 // at again before each, since attaching the claim and committing the caller's record take
-// time it may die in (red team 36): a claim of a dead slot would hand the dispatch the kill
+// time it may die in: a claim of a dead slot would hand the dispatch the kill
 // as its agent's exit. A failure kills the slot before its gate closes (a held bwrap reads
 // EOF on --block-fd as a release), so nothing of the claim runs.
 func (s *Slot) release(h *handle, gate *os.File, beforeRelease func(taskID string) error) error {
@@ -564,7 +564,7 @@ func heldExited(pid int) bool {
 // copySecrets copies the claim's secrets (a pipe the dispatch writes and closes) to the
 // slot's fd-3 pipe and closes it: the worker reads to EOF, as from a cold sandbox's fd 3.
 // Whole, as a cold sandbox takes them: the writer is the host's own dispatch, and a cut here
-// handed the worker a secrets file silently short (red team 30a).
+// would hand the worker a secrets file silently short.
 func copySecrets(w *os.File, r *os.File) {
 	defer w.Close()
 	defer r.Close()
@@ -599,7 +599,7 @@ func bindInto(stage, rel string, b compute.Bind) error {
 	}
 	// bwrap resolves a mount point inside the sandbox's new root; this tree is built on the
 	// host, where a symlink in an earlier bind's source (a cloned repository's) would lead the
-	// mkdir and the mount out of the staging tree onto a host path (red team #30).
+	// mkdir and the mount out of the staging tree onto a host path.
 	if err := noSymlinkBelow(stage, rel); err != nil {
 		return fmt.Errorf("bind %s: %w", b.Src, err)
 	}
@@ -636,7 +636,8 @@ func bindInto(stage, rel string, b compute.Bind) error {
 	}
 	// A remount changes the top mount only; bwrap gives every mount below a bind the same
 	// flags, so a source's own submounts must not stay writable, suid or dev here either
-	// (red team #30: a read-only bind's submount was writable in a slot only).
+	// (else a read-only bind's submount is writable in a slot, where a cold sandbox has it
+	// read-only).
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if !b.Writable {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
@@ -647,8 +648,8 @@ func bindInto(stage, rel string, b compute.Bind) error {
 	return nil
 }
 
-// removeSlotCgroup removes the task cgroup a dead holder's slot directory d names (red team
-// #30: nothing else finds a slot's cgroup, so each crash leaked one per slot). The name must
+// removeSlotCgroup removes the task cgroup a dead holder's slot directory d names (nothing
+// else finds a slot's cgroup, so each crash would leak one per slot). The name must
 // be one cgroupName made for this slot, under the cgroup file system.
 func removeSlotCgroup(d string) error {
 	b, err := readCappedFile(filepath.Join(d, slotCgroup), 4096)
@@ -744,7 +745,7 @@ func ReapSlots(ctx context.Context, dir string) error {
 // teardown. Otherwise the last of the sandbox's processes to exit (its command, pid 1 with
 // --as-pid-1) takes the namespace down on its way out, before its parent can learn of the
 // exit: an unmount of every mount in it and an RCU grace period, 1-3 ms before the claim's
-// dispatch could see its worker had ended (#30). Held, the namespace goes when the slot
+// dispatch could see its worker had ended. Held, the namespace goes when the slot
 // closes it, in the background after the dispatch's end; nothing can enter it meanwhile
 // (its processes are gone; setns needs the descriptor, which is root's and close-on-exec).
 // Best effort: a namespace that cannot be held changes when its mounts go, nothing else.

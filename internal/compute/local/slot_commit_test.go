@@ -10,7 +10,7 @@ import (
 )
 
 // TestSlot_BeforeReleaseRunsFirst: StartInSlotWith's beforeRelease (where a dispatch records
-// its start, #28) sees the slot's task id while nothing of the claim has run, on a slot
+// its start) sees the slot's task id while nothing of the claim has run, on a slot
 // that runs its command at claim and on one prestarted at fill; the command runs once it
 // returns nil.
 func TestSlot_BeforeReleaseRunsFirst(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestSlot_HoldsItsSandboxNamespaceUntilTeardown: a slot holds its sandbox's mount
-// namespace (holdNamespace: so the worker's exit does not take it down first, #30), that
+// namespace (holdNamespace: so the worker's exit does not take it down first), that
 // namespace and not the host's, and lets it go with the slot, claimed or discarded. The
 // attack: a holder that kept a dispatch's sandbox mounts (its workspace, its out directory)
 // alive past the slot's teardown, one slot after another.

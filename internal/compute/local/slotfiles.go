@@ -13,9 +13,9 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// A slot's claim files (#30, proxy dispatches). A dispatch with the egress proxy binds its
+// A slot's claim files (proxy dispatches). A dispatch with the egress proxy binds its
 // stage's trust file over the system trust store, outside the claim root: as a bind of the
-// shape, its per-dispatch source made every such dispatch miss its slot and start cold. A
+// shape, its per-dispatch source would make every such dispatch miss its slot and start cold. A
 // place named in [SlotOptions.ClaimFiles] is bound instead, read-only as the cold bind is, to
 // an empty file of the slot's own (in its directory, root's); the claim writes the dispatch's
 // file into it in place (the sandbox has that inode bound) before the sandbox is released.
@@ -62,8 +62,8 @@ func (s *Slot) fillClaimFiles(spec compute.Spec) error {
 }
 
 // copyClaimFile copies src, a regular file reached without a symlink, over dst in place.
-// src is opened non-blocking: a FIFO there (no writer) held the claim, and the dispatch, in
-// its open forever, with no context to end it (red team 34); it is refused by its kind now.
+// src is opened non-blocking: a FIFO there (no writer) would hold the claim, and the dispatch,
+// in its open forever, with no context to end it; it is refused by its kind.
 func copyClaimFile(src, dst string) error {
 	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// Red team 34 on the warm slot's claim files (f85eefa): the system trust store of a proxy
+// Attacks on the warm slot's claim files: the system trust store of a proxy
 // dispatch is a slot-owned file bound read-only at fill and written in place by the host at
 // the claim.
 

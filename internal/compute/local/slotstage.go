@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// A slot that stages ahead (SlotOptions.Stage, #30) makes at fill, besides its sandbox, the
+// A slot that stages ahead (SlotOptions.Stage) makes at fill, besides its sandbox, the
 // host directories its claim's binds come from, in a stage of its own (its directory's
 // "stage", root's, 0700), with the disk quota mounted there first, and binds them into the
 // sandbox with the worker's binary in the one tree the prestarted command starts from. Then

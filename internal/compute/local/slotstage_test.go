@@ -16,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// The attacks on a slot that stages ahead (#30, slotstage.go): its claim's directories and
+// The attacks on a slot that stages ahead (slotstage.go): its claim's directories and
 // quota are made and bound at fill, so a stage must belong to exactly one dispatch, show
 // nothing of another, keep its quota binding, and leave nothing claimable when its holder is
 // killed with -9 before the claim or in the middle of one.
@@ -367,9 +367,9 @@ func waitGone(t *testing.T, dir string) {
 
 // TestSlotStage_FillReturnsWithTheCommandRunning: a staged slot is handed out only once its
 // sandbox runs the command. The dispatch re-owns the staged directories (root's, 0700) to
-// fill them the moment it takes the stage; a slot returned while bwrap was still to enter its
-// working directory there died with "Can't chdir to /agora/rw: Permission denied" and its claim
-// found it dead (the warm-slot flake of sessions 41-42: 1 fill in 4 under load).
+// fill them the moment it takes the stage; a slot returned while bwrap is still to enter its
+// working directory there dies with "Can't chdir to /agora/rw: Permission denied" and its claim
+// finds it dead (1 fill in 4 under load).
 func TestSlotStage_FillReturnsWithTheCommandRunning(t *testing.T) {
 	requireSlots(t)
 	p := newProvider(t, Options{})

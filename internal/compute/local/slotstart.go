@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// A prestarted slot (SlotOptions.PrestartEnv, #28/#30) runs its command at fill, not at
+// A prestarted slot (SlotOptions.PrestartEnv) runs its command at fill, not at
 // claim: the command's exec, its runtime's start and whatever it does before it needs its
 // job leave the claim path. What the command sees before its claim:
 //
@@ -127,8 +127,8 @@ func (s *Slot) prestart(ctx context.Context, tmpl compute.Spec) error {
 // with bwrap's flags, comes later. Whatever the slot attaches to that shared mount point
 // before then (the prestarted command's tree at fill, a claim's tree) propagates into a root
 // still being built: stacked on the claim root between bwrap's bind and its remount, the
-// remount hit the attached read-only tree and bwrap died ("Can't bind mount .../claim on
-// /newroot/agora: Unable to remount destination ...: Operation not permitted", red team 43).
+// remount hits the attached read-only tree and bwrap dies ("Can't bind mount .../claim on
+// /newroot/agora: Unable to remount destination ...: Operation not permitted").
 //
 // The sandbox's /proc syscall file names the call it is blocked in: read(2) of its block
 // descriptor is the last step of bwrap's setup. A file that cannot be read (the process
@@ -148,10 +148,10 @@ func (s *Slot) awaitSetup(ctx context.Context, blockFD int) error {
 // awaitCommand waits, after the held sandbox's release, until its first process runs the
 // slot's command, or has ended: until it execs, that process is bwrap still, which applies
 // the seccomp filter and enters the command's working directory after the release. A slot
-// returned before then was handed out with bwrap yet to enter that directory, which a staged
-// slot makes the sandbox user's and the claiming dispatch re-owns (root's, 0700) while it
-// fills it: bwrap then died with "Can't chdir to /agora/workspace: Permission denied", and
-// the claim found the slot dead (1 fill in 4 under load, sessions 41-42). Returned, the
+// returned before then would be handed out with bwrap yet to enter that directory, which a
+// staged slot makes the sandbox user's and the claiming dispatch re-owns (root's, 0700) while
+// it fills it: bwrap would then die with "Can't chdir to /agora/workspace: Permission denied",
+// and the claim would find the slot dead (1 fill in 4 under load). Returned, the
 // slot's contract holds: its command runs, and touches nothing under the claim root before
 // its claim. A sandbox that ended is a dead slot, as one that dies later: Alive says so and a
 // claim fails with what it wrote (endedSaying).
@@ -214,7 +214,7 @@ func (s *Slot) endedSaying() string {
 	// One read(2) on the pipe, which os.Pipe made non-blocking: what it holds, or EAGAIN,
 	// at once (the sandbox's processes may hold the pipe still; a plain Read would wait for
 	// them). Not a read deadline already past: Go's Read then fails before it reads at all
-	// (red team 43: no claim ever said anything).
+	// (so no claim would ever say anything).
 	b := make([]byte, 512)
 	n := 0
 	_ = rc.Read(func(fd uintptr) bool {
@@ -259,7 +259,7 @@ func (s *Slot) sameBinary(spec compute.Spec) error {
 // Once attached, the staging tmpfs stays mounted in the slot's directory until that is
 // removed (removeSlotDir takes every mount under it, as after a holder killed mid-attach): an
 // unmount waits out an RCU grace period (0.5-1.8 ms here, with the directory's removal after
-// it), which a claim paid before its dispatch ran (#30). Only root reaches it (the slot's
+// it), which a claim would pay before its dispatch runs. Only root reaches it (the slot's
 // directory is root's, 0700), it is private (nothing mounted on it goes anywhere), and the
 // attached copy does not depend on it.
 func (s *Slot) attachTree(binds []compute.Bind, dirs []string) (err error) {

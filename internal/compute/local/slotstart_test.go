@@ -13,7 +13,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// The attacks on a prestarted slot (#28/#30 prewarm): its command runs before any claim, so
+// The attacks on a prestarted slot: its command runs before any claim, so
 // what it can see and do then, what a claim may feed it, and what happens when its holder or
 // the command itself goes away before the claim.
 

@@ -37,7 +37,7 @@ func TestProvider_Start_NoPrlimit(t *testing.T) {
 	if !errors.Is(err, ErrNoPrlimit) || !strings.Contains(err.Error(), "apt-get install util-linux") {
 		t.Errorf("sandbox none: Start = %v, want ErrNoPrlimit with the install hint", err)
 	}
-	// A bwrap sandbox, RunAs or not, needs no prlimit(1) since #28: the provider sets its
+	// A bwrap sandbox, RunAs or not, needs no prlimit(1): the provider sets its
 	// limits with prlimit(2) (TestProvider_Start_RunAsLimitsWithoutPrlimitExec checks them).
 }
 

@@ -6,7 +6,7 @@ import "strings"
 // the worker fetches anything (Info.Version). A release's module version stands as it is. A
 // build that has none ("(devel)": go build -buildvcs=false, a tree without .git) or was built
 // from a modified tree ("+dirty") adds the sha256 of the worker program's bytes: otherwise a
-// stale image of such a build passes as "dev" == "dev" (#31). An empty digest (the host had
+// stale image of such a build passes as "dev" == "dev". An empty digest (the host had
 // no worker program to read) is "unknown", which no worker's identity equals.
 func Identity(moduleVersion, workerSHA256 string) string {
 	if !NeedsDigest(moduleVersion) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Pool slots (#30): a pod of an agent-sandbox SandboxWarmPool. Every pod of a pool comes from
+// Pool slots: a pod of an agent-sandbox SandboxWarmPool. Every pod of a pool comes from
 // one SandboxTemplate, so no per-pod token can reach it through its spec (environment, Secret
 // references). Its identity is the Kubernetes one instead: a projected ServiceAccount token,
 // bound to the pod (the apiserver refuses it once the pod is gone), for an audience that is

@@ -126,7 +126,7 @@ const (
 	DispatchEnv = "AGORA_DISPATCH_ID"
 	// GatewaySocketEnv, when set, is the path of a Unix socket the worker reaches the gateway
 	// through instead of dialling GatewayURLEnv's host (TLS to that host's name still): a
-	// docker warm slot has no network at all, only this socket bound in (#30).
+	// docker warm slot has no network at all, only this socket bound in.
 	GatewaySocketEnv = "AGORA_GATEWAY_SOCKET"
 )
 

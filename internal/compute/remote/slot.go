@@ -1,6 +1,6 @@
 package remote
 
-// Warm slots over the network gateway (#30). A slot is a worker container or pod started
+// Warm slots over the network gateway. A slot is a worker container or pod started
 // ahead of any dispatch, holding only a per-slot token. Its worker asks the gateway for its
 // dispatch (POST ClaimRoute with "Authorization: Bearer SLOT_TOKEN"); the host binds a
 // dispatch to the slot when one comes, and the gateway answers that request with the

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// A Kubernetes warm slot's read-only places (#30 k8sslot). A cold pod mounts each read-only
+// A Kubernetes warm slot's read-only places. A cold pod mounts each read-only
 // bind of its dispatch (the bundle, the capability files, the inputs, the system trust store
 // of a proxy dispatch) read-only, from an emptyDir its init step filled. A slot's pod is made
 // before its dispatch exists, so it has a read-only mount at each place its template knows

@@ -11,8 +11,8 @@ import (
 // TestPool_RefillsADeadSlotNobodyPruned: a ready slot dies while it waits and no holder says
 // so (a Dispatcher's own pool: nothing watches its slots). The pool finds it on its own look,
 // counts it failed, discards it and fills again, so it never sits counted as ready-but-dead
-// until a claim finds it (a dispatch that then goes cold). CI of session 36: two warm tests
-// waited for a slot that had died in the pool.
+// until a claim finds it (a dispatch that then goes cold), and a test waiting for a ready
+// slot never waits on one that died in the pool.
 func TestPool_RefillsADeadSlotNobodyPruned(t *testing.T) {
 	synctest.Test(t, testPoolRefillsADeadSlotNobodyPruned)
 }

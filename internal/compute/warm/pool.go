@@ -1,4 +1,4 @@
-// Package warm keeps a target's warm slots (#30): sandboxes a provider started ahead of any
+// Package warm keeps a target's warm slots: sandboxes a provider started ahead of any
 // dispatch, each claimed by at most one dispatch and never reused. It is provider-neutral:
 // a provider supplies a [Fill] that starts one slot (the local provider a blocked
 // bubblewrap sandbox, a container provider a started worker) and the pool keeps N of them
@@ -39,9 +39,9 @@ func alive(s Slot) bool {
 
 // settler is what a slot implements whose claim holds back the refill until the dispatch
 // it runs has settled (a standby supervisor: its exit). A refill is a process start and a
-// sandbox's (Go start, inits, agora.db, bwrap); begun at the claim, it ran beside the claimed
-// dispatch on the same cores and slowed it (#28: a warm no-op through serve, 46-50 ms against
-// 31-37 ms with the refill held back, same rounds).
+// sandbox's (Go start, inits, agora.db, bwrap); begun at the claim, it runs beside the claimed
+// dispatch on the same cores and slows it (a warm no-op through serve: 46-50 ms against
+// 31-37 ms with the refill held back, measured in the same run).
 type settler interface{ Settled() <-chan struct{} }
 
 // refillHeldAtMost bounds how long a claimed slot holds back the refill: a long dispatch's

@@ -229,8 +229,8 @@ type settlingSlot struct {
 func (s *settlingSlot) Settled() <-chan struct{} { return s.settled }
 
 // TestPool_RefillWaitsForTheClaimedSlotToSettle: a claimed slot that settles later (a standby
-// supervisor, until its dispatch has ended) holds the refill back until it settles (#28: the
-// refill's process start ran beside the claimed dispatch), and not longer than
+// supervisor, until its dispatch has ended) holds the refill back until it settles (the
+// refill's process start would run beside the claimed dispatch), and not longer than
 // refillHeldAtMost. On a synctest clock: the refill comes the moment the slot settles, or
 // exactly refillHeldAtMost after the claim of one that never does.
 func TestPool_RefillWaitsForTheClaimedSlotToSettle(t *testing.T) {

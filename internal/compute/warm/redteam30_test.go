@@ -16,7 +16,7 @@ type liveSlot struct {
 
 func (s *liveSlot) Alive() bool { return !s.dead.Load() }
 
-// TestRedTeam30_DeadSlotNeitherReadyNorClaimed (red team #30): a ready slot whose sandbox was
+// TestRedTeam30_DeadSlotNeitherReadyNorClaimed: a ready slot whose sandbox was
 // killed while it waited must not be counted ready (doctor, metrics and the web view would
 // say "warm 1/1 ready" of nothing) nor handed to a claim (the dispatch would run in nothing);
 // it is counted failed and refilled.

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestRedTeam31_PruneRefillsDeadSlots (red team 31): every ready slot dies at once and the
+// TestRedTeam31_PruneRefillsDeadSlots: every ready slot dies at once and the
 // holder learns it (a standby supervisor exits when its sandbox dies). Prune takes them out
 // (counted failed, each discarded once) and the pool refills to want after its pause,
 // without waiting for a claim to find them dead; a second Prune finds nothing to count.

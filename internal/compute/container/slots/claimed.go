@@ -21,11 +21,11 @@ import (
 // A claimed docker slot has no gateway slot any more (the gateway removes it at the claim),
 // yet its container runs the claiming dispatch. Another holder of the same home (a second
 // resident process) sweeps slot containers whose slot does not stand at its StartWarm, and
-// took such a container for a killed holder's: it removed it and the running dispatch ended
-// lost (red team 31). So the dispatch holds a claim mark, AGORA_HOME/gateway/claimed/SLOT,
+// would take such a container for a killed holder's: it would remove it and the running
+// dispatch would end lost. So the dispatch holds a claim mark, AGORA_HOME/gateway/claimed/SLOT,
 // flocked from before its Bind until its container has ended: a sweep leaves a slot whose mark
 // is held, and the kernel drops the lock of a holder killed with -9, whose slots are then swept
-// as before.
+// like any dead holder's.
 
 // claimedDir is where the claim marks are.
 func (g *gateway) claimedDir() string {
@@ -93,9 +93,9 @@ func (g *gateway) sweepClaimMarks() {
 }
 
 // Each holder serves its slots' gateway on a socket of its own, AGORA_HOME/gateway/
-// slots-RANDOM.sock: with one shared path, a second holder of the home took the path over (its
-// listen removed the first's socket file) and removed it when it stopped, so the first
-// holder's slot containers started from then on found no gateway (red team 31).
+// slots-RANDOM.sock: with one shared path, a second holder of the home would take the path
+// over (its listen removes the first's socket file) and remove it when it stops, so the first
+// holder's slot containers started from then on would find no gateway.
 
 // slotSocketPath is a new holder's socket path below the gateway directory dir.
 func slotSocketPath(dir string) string {
@@ -133,7 +133,7 @@ func (l removeOnClose) Close() error {
 }
 
 // sweepSlotSockets removes the slot sockets below dir that nothing listens on (a killed
-// holder's), and the shared slots.sock of agora before red team 31.
+// holder's), and a shared slots.sock that an older agora served all holders on.
 func sweepSlotSockets(ctx context.Context, dir string) {
 	socks, _ := filepath.Glob(filepath.Join(dir, "slots*.sock"))
 	for _, sock := range socks {

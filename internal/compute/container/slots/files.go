@@ -18,10 +18,10 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// A docker slot's read-only files (#30). Before, the slot's worker fetched every mount of its
-// dispatch into its tmpfs and took the write bits off the read-only ones: read-only by mode
-// only, since the agent runs as the worker's uid and could chmod them back, where a cold
-// container's binds are read-only mounts. Now a slot container starts with a read-only bind
+// A docker slot's read-only files. Were the slot's worker to fetch every mount of its
+// dispatch into its tmpfs and take the write bits off the read-only ones, they would be
+// read-only by mode only: the agent runs as the worker's uid and could chmod them back, where
+// a cold container's binds are read-only mounts. So a slot container starts with a read-only bind
 // of an empty host directory (or file) of its own at each read-only place of its template
 // (the bundle, the capability files, the inputs, a runtime binary: AGORA_HOME/gateway/
 // slotfiles/SLOT/N, root's); at claim, before the dispatch is bound to the slot, the host
@@ -57,7 +57,7 @@ func (g *gateway) slotFilesDir() string {
 // trust file bound over the image's) is one too, though outside the layout root: a cold
 // container has it as a read-only bind of a per-dispatch file, so a slot has a read-only place
 // there, filled at the claim, and the dispatch's proxy trust reaches tools that read only the
-// system store exactly as cold (#30 proxy dispatches in warm slots).
+// system store exactly as cold.
 func stagedBind(b compute.Bind) bool {
 	if b.Writable || b.Result {
 		return false
@@ -241,8 +241,7 @@ func fillPlace(src string, p stagedPlace, skip []string) error {
 
 // copyInto writes src's bytes into dst (made, or truncated in place) with src's mode, owner
 // and modification time. src was a regular file when listed; it is opened non-blocking and
-// checked again, so one swapped for a FIFO since never holds the claim in its open (red team
-// 34).
+// checked again, so one swapped for a FIFO since never holds the claim in its open.
 func copyInto(src, dst string, fi fs.FileInfo) error {
 	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {

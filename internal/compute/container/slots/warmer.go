@@ -1,4 +1,4 @@
-// Package slots keeps a docker target's warm slots (#30): worker containers started ahead by
+// Package slots keeps a docker target's warm slots: worker containers started ahead by
 // the container provider ([container.Provider.StartSlot]: a cold container's hardening, no
 // network, the gateway's Unix socket its only way out, the slot's token on fd 3), and the
 // slot gateway their holder serves on that socket (sessions and slots are files below
