@@ -79,7 +79,7 @@ type Record struct {
 	RuntimeBinary *wire.RuntimeBinary `json:"runtime_binary,omitempty"`
 	// WorkerBinary is the worker program the sandbox ran: its path there, the pinned copy on
 	// the host the sandbox bound, its build and its sha256. Nil for a kubernetes target (the
-	// pod runs its image's) and for dispatches recorded before #28.
+	// pod runs its image's) and for dispatches recorded by an agora that did not record it.
 	WorkerBinary *wire.RuntimeBinary `json:"worker_binary,omitempty"`
 	// WorkerImage is the image, REF@sha256:<hex>, a kubernetes target's pod ran its worker
 	// from (no host binary is bound there); "" for every other dispatch.

@@ -25,7 +25,7 @@ import (
 // target; a resident agora sweeps it when it starts (SweepWarm: each directory's warmer reaps it).
 const warmDir = ".warm"
 
-// WarmPools are a resident Dispatcher's warm slots (#30): for each local target with
+// WarmPools are a resident Dispatcher's warm slots: for each local target with
 // `warm: N`, N bubblewrap sandboxes started ahead, each holding a sandbox uid lease of its
 // own. A slot's shape is learnt from the target's last cold dispatch (the first dispatch of
 // a target always starts cold); a dispatch claims a ready slot when it leases its uid (it
@@ -51,7 +51,7 @@ type WarmPools struct {
 	held       *warmSlot // guarded by mu
 	heldTarget string
 	// onMiss, in a standby, tells its holder that the claimed dispatch did not fit the slot
-	// and started cold, so the holder counts it a cold fallback (red team 31).
+	// and started cold, so the holder counts it a cold fallback, not a warm start.
 	onMiss func()
 	// keeper makes and refreshes the `warm_pool` targets' pools (warmpool.go); nil: none.
 	keeper *PoolKeeper
@@ -74,7 +74,7 @@ type warmSlot struct {
 	gw     *netgw.Slot
 	lease  *uidLease
 	key    string
-	// quota is the disk quota a bubblewrap slot's stage was made with (#30 stage ahead).
+	// quota is the disk quota a bubblewrap slot's stage was made with (a slot staged ahead).
 	quota int64
 }
 
@@ -178,7 +178,7 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 func (d *Dispatcher) SweepWarm(ctx context.Context) error {
 	// Every target's directory is swept, not only today's warm ones: a target whose warm: was
 	// turned off, renamed or removed since its holder was killed would keep its slots' mounts
-	// for the machine's life (red team #30). Slots of a living holder are left (ReapSlots).
+	// for the machine's life. Slots of a living holder are left (ReapSlots).
 	root := filepath.Join(d.StateDir, warmDir)
 	ents, err := os.ReadDir(root)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -449,7 +449,7 @@ func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target
 	return &warmSlot{slot: slot, warmer: wm, lease: lease, key: key, quota: quota}, nil
 }
 
-// slotStage is the stage a bubblewrap slot makes ahead (#30, local's slotstage.go): the
+// slotStage is the stage a bubblewrap slot makes ahead (local's slotstage.go): the
 // places newStage would make for a dispatch of a root agora, in the same layout, on a disk
 // quota of quota bytes as mountQuota mounts it (named after the slot; 0: none).
 func slotStage(quota int64) *compute.SlotStage {
@@ -567,7 +567,7 @@ func holdsToken(env []string) bool {
 
 // teardown waits for h's task to be gone (its processes reaped, its cgroup removed) and
 // leaves what the provider then takes down on the host for it (a bubblewrap slot's claim
-// mounts and directory: 1-5 ms of unmounts and their RCU grace periods, #30) to end in the
+// mounts and directory: 1-5 ms of unmounts and their RCU grace periods) to end in the
 // background: the dispatch's stage is not reached through them (they are under the slot's
 // directory, root's alone), and its sandbox, the only other process that saw them, is gone.
 // A holder killed meanwhile leaves them to ReapSlots, as one killed mid-claim does.

@@ -10,7 +10,7 @@ import (
 
 // TestWarm_NoTemplateWithProxyToken: a cold dispatch whose sandbox holds its egress proxy
 // token never becomes a warm template: the next slots would start with that dispatch's
-// credential in their environment (red team of my own).
+// credential in their environment.
 func TestWarm_NoTemplateWithProxyToken(t *testing.T) {
 	w := &WarmPools{d: &Dispatcher{StateDir: t.TempDir()}, tmpl: map[string]compute.Spec{}}
 	tg := config.Target{Provider: config.ProviderLocal, Sandbox: compute.SandboxBwrap, Warm: 1}

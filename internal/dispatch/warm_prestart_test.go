@@ -15,7 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// TestWarm_WorkerStartedAhead (#28/#30 prewarm): a ready slot's worker is already running
+// TestWarm_WorkerStartedAhead: a ready slot's worker is already running
 // before any dispatch claims it, holding nothing of a dispatch (no dispatch id, no secrets,
 // only its claim pipe named), and the claimed dispatch ends as a cold one does. A slot whose
 // worker is killed before its claim is counted failed and the dispatch runs cold, finished.

@@ -10,9 +10,9 @@ import (
 )
 
 // TestWarm_ProxyDispatchRunsInSlot: on bubblewrap too, a dispatch with the egress proxy runs
-// claimed in a warm slot (#30: before, its stage's trust file, bound over the system trust
-// store outside /agora, was a fixed bind of the shape with a per-dispatch source, so every
-// such dispatch spent its slot and started cold). Claimed, it finds exactly what the cold one
+// claimed in a warm slot (its stage's trust file, bound over the system trust store outside
+// /agora, has a per-dispatch source: as a fixed bind of the shape it would make every such
+// dispatch spend its slot and start cold). Claimed, it finds exactly what the cold one
 // finds: its own trust store, read-only; no proxy password; the granted clone done and the
 // other refused, both in its record's net counts and stderr. A dispatch without the proxy
 // then misses the proxy-shaped slot before anything is attached, and starts cold, counted.

@@ -28,13 +28,13 @@ func (h *endedHandle) waited() bool {
 	}
 }
 
-// TestRedStage_LeaseAfterStageTeardown (red team #30 stage): a staged dispatch's end lets go
-// of the slot's stage, and the uid lease after it, only once the slot's sandbox is torn down
-// (its handle's Wait returned: the local slot lets go of its own hold on the stage there).
-// Released at Exited, the stage's release was not the last one (the slot's monitor held it),
-// so the uid went back while the stage, holding the agent's files as that uid, and the
-// sandbox's mount namespace were still up, and a holder killed then left the stage to the
-// sweep with the uid already free.
+// TestRedStage_LeaseAfterStageTeardown: a staged dispatch's end lets go of the slot's stage,
+// and the uid lease after it, only once the slot's sandbox is torn down (its handle's Wait
+// returned: the local slot lets go of its own hold on the stage there). Released at Exited,
+// the stage's release would not be the last one (the slot's monitor holds it), so the uid
+// would go back while the stage, holding the agent's files as that uid, and the sandbox's
+// mount namespace are still up, and a holder killed then would leave the stage to the sweep
+// with the uid already free.
 func TestRedStage_LeaseAfterStageTeardown(t *testing.T) {
 	dir := t.TempDir()
 	const id = "01JB0000000000000000000000"

@@ -17,8 +17,8 @@ import (
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
-// Red team of #30's stage ahead (warm bubblewrap slots of a root agora that make their
-// claim's directories at fill). Each test is an attack; its comment says what held or broke.
+// Attacks on the stage ahead (warm bubblewrap slots of a root agora that make their claim's
+// directories at fill). Each test is an attack; its comment says what must hold.
 
 // TestRedStage_RepoWarmAsCold: a dispatch on a repository runs in a staged slot as it runs
 // cold. The host checks the revision out into the workspace as root; the slot made that
@@ -253,7 +253,7 @@ func TestRedStage_NeighbourAndMisfit(t *testing.T) {
 // differs from a cold one's only as docs/providers.md says: the claim root's own mount (every
 // warm slot's, stacked on the slot's claim directory, which may show too), the quota's name (agora-slot-N, not agora- and the dispatch id) and the host
 // paths its bundle and capability files are bound from (the slot's stage, not the dispatch's
-// directory). Red team: the paths, which name the target, were not documented.
+// directory). The paths name the target, so the docs must list them.
 func TestRedStage_MountTableAsDocumented(t *testing.T) {
 	e, w := warmEnv(t, 1)
 	e.setTarget(func(tg *config.Target) { tg.Disk = 16 << 20 })
@@ -271,7 +271,7 @@ func TestRedStage_MountTableAsDocumented(t *testing.T) {
 	slotPath := regexp.MustCompile(`/\.warm/` + regexp.QuoteMeta(config.DefaultTarget) + `/slot-[0-9]+/stage/`)
 	// The /agora the worker started from: the slot's own claim directory, which the claim
 	// tmpfs is stacked on (docs/providers.md: mountinfo lists /agora twice). The table shows
-	// it while the kernel still has it there; a run read it once in CI (session 41).
+	// it while the kernel still has it there, which a loaded run may catch.
 	slotBase := regexp.MustCompile(`^/\S*/\.warm/` + regexp.QuoteMeta(config.DefaultTarget) + `/slot-[0-9]+/claim /agora `)
 	var bases int
 	for l := range strings.Lines(ho) {

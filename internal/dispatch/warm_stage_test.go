@@ -19,7 +19,7 @@ df -k /agora/workspace | awk 'NR==2 {print "size:" $2}'
 ls -A /agora/workspace /agora/out | tr '\n' ' '; echo
 echo made > made.txt`
 
-// TestWarm_StagedAhead (#30 stage ahead): a warm dispatch of a root agora runs on the
+// TestWarm_StagedAhead: a warm dispatch of a root agora runs on the
 // directories and disk quota its slot made at fill: its workspace is the slot's quota (named
 // after the slot, not the dispatch, so nothing was mounted for the dispatch), of the target's
 // size, empty but for what the dispatch brought, and it ends with the cold dispatch's state,

@@ -13,8 +13,8 @@ import (
 )
 
 // TestWarm_StartRecordedBeforeRelease: a bubblewrap slot's claim records the dispatch started,
-// with the binaries its sandbox runs, in one transaction before it releases the slot (#28,
-// session 9: SetBinaries no longer has a transaction of its own there). The warm record
+// with the binaries its sandbox runs, in one transaction before it releases the slot
+// (SetBinaries takes no transaction of its own there). The warm record
 // names the same worker binary as a cold one, its start is recorded before the agent's
 // first act, and the audit holds one accepted, one started and one end entry; a dispatch
 // that misfits the slot and starts cold is recorded the same way, its start once the

@@ -42,8 +42,8 @@ func warmCounts(w *dispatch.WarmPools) warm.Counts {
 
 func waitWarmReady(t testing.TB, w *dispatch.WarmPools, n int) {
 	t.Helper()
-	// 45 s, not a speed bound: under CI's -race and a loaded machine a fill once took more
-	// than 20 s (session 36). If it ever does not come, the goroutines say where the fill sits.
+	// 45 s, not a speed bound: under CI's -race on a loaded machine a fill can take more
+	// than 20 s. If it ever does not come, the goroutines say where the fill sits.
 	deadline := time.Now().Add(45 * time.Second)
 	for warmCounts(w).Ready < n {
 		if time.Now().After(deadline) {

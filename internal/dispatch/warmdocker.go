@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 )
 
-// Docker warm slots (#30): for a docker target with `warm: N`, N worker containers started
+// Docker warm slots: for a docker target with `warm: N`, N worker containers started
 // ahead by the target's provider, which keeps them behind [compute.Warmer]
 // (compute/container/slots: the containers, the slot gateway their holder serves, the claim
 // marks, the read-only places). The dispatch leases each slot's uid, as for a cold container,

@@ -48,8 +48,8 @@ func BenchmarkDockerWarm_NoOp(b *testing.B) {
 
 // BenchmarkDockerWarm_ProxyNoOp is BenchmarkDockerWarm_NoOp for a dispatch with the egress
 // proxy (a grant naming a host): its proxy, trust file and gateway sockets are made either
-// way. "cold" is what every such dispatch got before #30's proxy fix (it spent its claimed
-// slot and started cold), "warm" a claimed slot, its trust store filled at the claim.
+// way. "cold" is such a dispatch that spends its claimed slot and starts cold, "warm" a
+// claimed slot, its trust store filled at the claim.
 func BenchmarkDockerWarm_ProxyNoOp(b *testing.B) {
 	e, w := dockerWarmEnvWith(b, 1, "boxcold")
 	e.scriptSubagent("proxied", "commands: [\"sh -c *\"]\negress:\n  - api.test\n", `true`)

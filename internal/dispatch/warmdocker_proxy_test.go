@@ -41,9 +41,9 @@ func waitReady(t *testing.T, w *dispatch.WarmPools) {
 }
 
 // TestDockerWarm_ProxyDispatchRunsInSlot: a dispatch with the egress proxy (a grant with a
-// host) runs claimed in a docker slot (#30: before, the bind of its stage's trust file over the
-// system trust store was part of the slot's shape, a per-dispatch path, so every such
-// dispatch spent its slot and started cold). Claimed, it clones from the granted host through
+// host) runs claimed in a docker slot (the bind of its stage's trust file over the system
+// trust store has a per-dispatch path: as part of the slot's shape it would make every such
+// dispatch spend its slot and start cold). Claimed, it clones from the granted host through
 // the proxy and is refused another exactly as the cold dispatch is: the same output, the same
 // refusal in its stderr, the same net counts in its record, both decisions audited; the
 // isolation probe finds no difference but the ones a slot always has (slotDifferences); the

@@ -57,13 +57,13 @@ var slotDifferences = map[string]string{
 // TestDockerWarm_ReadOnlyForReal: the isolation probe run in a claimed docker slot finds what
 // it finds in a cold container: the bundle, the capability files and the manifest are
 // read-only mounts (an agent that chmods a file back still cannot write, remove or create:
-// EROFS, whoever owns the file; before #30's fix the slot's copies were writable after a
-// chmod). Attacks: before the claim, a process in the slot container (run there through the
-// engine as the container's user) tries to plant files in those places; it is refused, and
-// the dispatch finds none. It plants a file in the workspace's place in the slot's tmpfs
-// instead: the slot's worker refuses to fetch into a place that is not empty, and the
-// dispatch fails rather than run on the planted file (before: it ran, the file in its
-// workspace and its baseline, so in no patch).
+// EROFS, whoever owns the file, where copies in the slot's tmpfs with their write bits off
+// are writable after a chmod). Attacks: before the claim, a process in the slot container
+// (run there through the engine as the container's user) tries to plant files in those
+// places; it is refused, and the dispatch finds none. It plants a file in the workspace's
+// place in the slot's tmpfs instead: the slot's worker refuses to fetch into a place that is
+// not empty, and the dispatch fails rather than run on the planted file (run, it would have
+// the file in its workspace and its baseline, so in no patch).
 func TestDockerWarm_ReadOnlyForReal(t *testing.T) {
 	e, w := dockerWarmEnv(t, 1)
 	e.subagent("prober", isolationProbe)

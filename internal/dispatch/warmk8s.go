@@ -20,7 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// Kubernetes warm slots (#30): for a kubernetes target with `warm: N`, N pods started ahead
+// Kubernetes warm slots: for a kubernetes target with `warm: N`, N pods started ahead
 // (kubernetes.Provider.StartSlot: a Job per slot with its own token Secret and a gateway-only
 // NetworkPolicy, the worker in claim mode). The slot's token is a gateway slot's
 // (AGORA_HOME/gateway/slots), which the network gateway the pods reach serves (`agora gateway
@@ -74,16 +74,16 @@ type k8sHomeIDs struct {
 // k8sHomes computes this home's Kubernetes identities.
 //
 // The identity is the home's audit public key (keys/audit.pub) alone, hashed. It must be the
-// same for every replica of one home and differ between homes (red team 33: homes sharing a
-// namespace never sweep or adopt each other's slots):
+// same for every replica of one home and differ between homes (so homes sharing a namespace
+// never sweep or adopt each other's slots):
 //   - The key is random per home (agora init) and goes wherever the home goes: a standby that
-//     restores the home from object storage (#31) runs with the home's own keys (the operator's
+//     restores the home from object storage runs with the home's own keys (the operator's
 //     keys Secret), so the leader it replaces had the same identity, and it adopts the dead
 //     leader's claimed slot Jobs and sweeps its unclaimed ones.
 //   - The host name is not in it: each replica runs on a pod of its own name, and a home moved
 //     to another machine is the same home. The path is not in it either: a home restored or
 //     moved to another path is still that home, and two homes at one path are told apart by
-//     their keys anyway (two homes on hosts of one name at one path, red team 33's case).
+//     their keys anyway (two homes on hosts of one name at one path).
 //   - What the key does not tell apart is a copy of one home (its keys copied with it): the
 //     copy is the same home by every measure agora has (its audit chain signs with that key,
 //     its replica segments name it), and like the home's databases it must not run beside the
@@ -230,7 +230,7 @@ func (w *WarmPools) fillK8s(ctx context.Context, target string, t config.Target)
 // binds a docker slot stages (stagedBind: read-only, below the layout root, not the worker
 // binary nor the gateway's socket directory, and the system trust store of a dispatch with the
 // egress proxy), each a file or a directory as placeIsFile says. The pod mounts each
-// read-only; its filler fills them at the claim (#30 k8sslot), the trust store with the
+// read-only; its filler fills them at the claim, the trust store with the
 // claiming dispatch's stage's trust file, so a proxy dispatch runs warm.
 func k8sPlaces(tmpl compute.Spec) []remote.SlotPlace {
 	var out []remote.SlotPlace

@@ -137,7 +137,7 @@ func waitEnded(t *testing.T, what string, h compute.Handle) {
 	}
 }
 
-// #30/#31: the home's leader on host-a claimed a warm slot for a dispatch and died; the
+// The home's leader on host-a claimed a warm slot for a dispatch and died; the
 // standby that took over runs the same home (its audit key restored, at another path) on
 // host-b. Its serve-side adoption (supervision.adoptSandbox: the provider's Adopt, then
 // adoptSlotted) follows the slot's Job with the recorded task id, and its sweep deletes the

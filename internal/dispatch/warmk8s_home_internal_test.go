@@ -38,10 +38,10 @@ func initHome(t *testing.T, dir string) {
 	}
 }
 
-// #30/#31: a home's identity on its Kubernetes objects is its audit key's: every replica of
+// A home's identity on its Kubernetes objects is its audit key's: every replica of
 // one home (another pod's host name, the home restored at another path) has the same, so the
 // standby that takes over adopts and sweeps the dead leader's slots; another home (even at
-// the same path on a host of the same name: red team 33) has another. The identity an older
+// the same path on a host of the same name) has another. The identity an older
 // agora computed (host, path and the key file's bytes) is kept as the former one, exactly
 // as it was computed, so an upgraded agora still sweeps and adopts the slots it made.
 func TestK8sHome_OneIdentityForEveryReplicaOfAHome(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// A kubernetes slot's places (#30 k8sslot) are a proxy template's read-only binds: the bundle
+// A kubernetes slot's places are a proxy template's read-only binds: the bundle
 // and its manifest (a file, by its place when its source is gone), the capability files, the
 // inputs, the trust directory and the system trust store (a file); never the worker binary
 // (the slot's own), the gateway's socket directory (the worker listens there) or a writable

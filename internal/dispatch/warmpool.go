@@ -17,7 +17,7 @@ import (
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
-// Pool slots (#30, `warm_pool: true` on a `backend: agent-sandbox` target with `warm: N`):
+// Pool slots (`warm_pool: true` on a `backend: agent-sandbox` target with `warm: N`):
 // the target's N warm pods are agent-sandbox's own SandboxWarmPool (kubernetes/pool.go), not
 // agora's slot Jobs. Nothing of agora's process holds a pod: the controller keeps them, the
 // gateway that serves AGORA_HOME/gateway/slots enrols each with its projected token and holds

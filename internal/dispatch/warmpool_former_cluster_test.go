@@ -19,7 +19,7 @@ import (
 var formerPoolTarget = config.Target{Provider: config.ProviderKubernetes, Warm: 1,
 	Remote: config.Remote{WarmPool: true, Backend: config.BackendAgentSandbox}}
 
-// #30/#31 across the home-identity change (k8sHomes): an older agora of this home on host-a
+// Across the home-identity change (k8sHomes): an older agora of this home on host-a
 // left a pool under the former identity (its holder killed with -9) and a claim of it; another
 // home in the namespace has pools under both its identities. This home's upgraded agora, on
 // the kwok control plane with agent-sandbox's CRDs and controller:

@@ -21,7 +21,7 @@ func poolConfig(t *testing.T) *config.Config {
 	return c
 }
 
-// TestWarmPool_HolderKeepsOnlyWhatItMay (#30 warm_pool): a target with warm_pool is a pool
+// TestWarmPool_HolderKeepsOnlyWhatItMay: a target with warm_pool is a pool
 // target and never a standby's (WarmPool); a slot-Jobs target on the same backend is not. A
 // root agora keeps no pool (its dispatches run as leased uids, which a pool's one uid cannot
 // be: they start cold); an unprivileged one keeps one, counted with its want and nothing

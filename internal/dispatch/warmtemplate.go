@@ -20,8 +20,8 @@ import (
 // A warm target's template is the shape of its last cold dispatch (the spec without its
 // files, sinks and uid). The in-process pools keep it in memory (WarmPools.learn); the
 // detached supervisors of `orch serve` and `mcp serve` write it to templateFile in the
-// target's warm directory, where serve's standby supervisors read it to start their slot
-// (#30). The file is the host's own (root's, 0600, in a 0700 directory of AGORA_HOME): no
+// target's warm directory, where serve's standby supervisors read it to start their slot.
+// The file is the host's own (root's, 0600, in a 0700 directory of AGORA_HOME): no
 // sandbox reaches it. It decides no grant either: a standby derives its slot's shape from
 // what the file says, and a dispatch runs in the slot only when its own spec has exactly
 // that shape, so a file planted with other binds makes slots no dispatch fits.
@@ -61,7 +61,7 @@ func templateOf(stateDir, target string, spec compute.Spec) compute.Spec {
 // slotOptions are every warm slot's: /agora and the system trust store come at claim, and
 // AGORA_DISPATCH_ID (which the worker never reads: the agent's copy comes from the bundle's
 // manifest) is not in the slot.
-// The worker is started ahead in the slot (#28/#30 prewarm) and waits on its claim pipe
+// The worker is started ahead in the slot (prewarmed) and waits on its claim pipe
 // (wire.ClaimFDEnv) until the claim has attached the dispatch's files.
 func slotOptions(stateDir, target string) compute.WarmOptions {
 	return compute.WarmOptions{Dir: filepath.Join(stateDir, warmDir, target), ClaimRoot: wire.DefaultRoot,
@@ -70,8 +70,8 @@ func slotOptions(stateDir, target string) compute.WarmOptions {
 
 // claimFiles are the places outside /agora whose file a warm slot gets at the claim: the
 // system trust store, over which a dispatch with the egress proxy binds its stage's trust
-// file (startNetwork). Its source is per dispatch; as a fixed bind of the shape it made every
-// proxy dispatch miss its slot and start cold (#30).
+// file (startNetwork). Its source is per dispatch; as a fixed bind of the shape it would make
+// every proxy dispatch miss its slot and start cold.
 var claimFiles = []string{wire.SystemTrustFile}
 
 // saveTemplate writes spec, a cold dispatch's, as target's template for standby supervisors,
