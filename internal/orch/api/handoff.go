@@ -16,7 +16,7 @@ import (
 )
 
 // HandoffPath is where `agora dispatch run` hands its dispatch to a running `agora orch
-// serve` of the same home (#28): serve accepts and supervises it on its resident path and
+// serve` of the same home: serve accepts and supervises it on its resident path and
 // streams back exactly what the CLI would have written. A serve without the route (an older
 // one) answers 404 and the CLI supervises the dispatch itself.
 const HandoffPath = "/v1/handoff/dispatch"
