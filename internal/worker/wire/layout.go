@@ -68,11 +68,11 @@ const CapabilitiesEnv = "AGORA_CAPABILITIES"
 // `sandbox: none`): the host sets it to the stage directory, which has the same layout.
 const RootEnv = "AGORA_WORKER_ROOT"
 
-// ClaimFDEnv names, in the environment of a worker started ahead in a warm slot (#28/#30
-// prewarm), the descriptor of its claim pipe: the worker reads one byte there before it
-// reads anything of its job, re-enters its working directory (the dispatch's tree was
-// attached over the one it started in) and removes the variable from its environment. EOF
-// means the slot was discarded before any claim: the worker exits having read nothing.
+// ClaimFDEnv names, in the environment of a worker started ahead in a warm slot, the
+// descriptor of its claim pipe: the worker reads one byte there before it reads anything of
+// its job, re-enters its working directory (the dispatch's tree was attached over the one it
+// started in) and removes the variable from its environment. EOF means the slot was discarded
+// before any claim: the worker exits having read nothing.
 const ClaimFDEnv = "AGORA_WORKER_CLAIM_FD"
 
 // LifelineFDEnv names, in the environment of a worker started cold by a local supervisor,

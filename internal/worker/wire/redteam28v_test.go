@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Red team #28 (vocab, runtimes): a manifest names its runtime exactly as the table does; a
+// An attack on the runtime vocabulary: a manifest names its runtime exactly as the table does; a
 // differently cased, padded or look-alike name is refused by the host's Marshal and the
 // worker's Validate alike, naming the known runtimes.
 func TestRedTeam28V_ManifestRuntimeExact(t *testing.T) {
