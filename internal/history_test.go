@@ -93,13 +93,7 @@ var historyAllowed = []struct{ path, match, why string }{
 // historyPending lists files other branches are rewriting now: a path prefix ending in "/"
 // or a path.Match pattern, and why. Their comments are brought to the present tense when
 // those branches land; a pattern that matches no finding then fails the test.
-var historyPending = []struct{ pattern, why string }{
-	{"internal/compute/", "pending: the providers' packages are being changed on another branch (the warm-start lifecycle moves behind compute.Provider)"},
-	{"internal/dispatch/warm*.go", "pending: the warm-slot files of dispatch move into the providers on the same branch"},
-	{"internal/dispatch/record.go", "pending: being changed on another branch"},
-	{"internal/orch/api/", "pending: the hand-off's wire types are being changed on another branch"},
-	{"internal/worker/wire/", "pending: the worker's wire contract is being changed on another branch"},
-}
+var historyPending = []struct{ pattern, why string }{}
 
 // pendingMatch reports whether a historyPending pattern covers the file at rel.
 func pendingMatch(pattern, rel string) bool {
