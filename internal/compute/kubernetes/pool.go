@@ -744,9 +744,8 @@ func (pl *Pool) podMatches(pod *corev1.Pod, tmpl *corev1.PodSpec) error {
 	// Besides what the container runs with, what runs commands in it or beside it: a pod
 	// remade under its Sandbox's name by whoever may delete and create pods, a copy but for an
 	// exec probe or hook (the kubelet runs its command in the worker's container, beside the
-	// dispatch's session), would be bound a dispatch. None of these has a
-	// default the apiserver adds when absent, and the template sets none but the working
-	// directory.
+	// dispatch's session), would otherwise be bound a dispatch. None of these has a default
+	// the apiserver adds when absent, and the template sets none but the working directory.
 	type c struct {
 		Name, Image, WorkingDir    string
 		Command, Args              []string
