@@ -125,7 +125,9 @@ func TestNoInitWork(t *testing.T) {
 	for _, prog := range progs {
 		t.Run(path.Base(prog), func(t *testing.T) {
 			bin := filepath.Join(dir, path.Base(prog))
-			build := exec.Command("go", "build", "-o", bin, prog)
+			// -trimpath and CGO_ENABLED=0 as make build: its compiled packages serve, so
+			// this links (without -trimpath every package compiles again, by its path).
+			build := exec.Command("go", "build", "-trimpath", "-o", bin, prog)
 			build.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("go build %s: %v\n%s", prog, err, out)

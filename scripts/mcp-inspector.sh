@@ -51,7 +51,9 @@ cleanup() {
 trap cleanup EXIT
 
 step "building agora"
-CGO_ENABLED=0 go build -o "$work/" ./cmd/agora ./cmd/agora-full ./cmd/agora-worker   # agora-full and the worker beside agora
+# -trimpath and CGO_ENABLED=0 as make build: the same flags find its packages in Go's build
+# cache, so this only links (without -trimpath every package compiles again, by its path).
+CGO_ENABLED=0 go build -trimpath -o "$work/" ./cmd/agora ./cmd/agora-full ./cmd/agora-worker   # agora-full and the worker beside agora
 agora=$work/agora
 export AGORA_HOME=$work/agora-home
 "$agora" init >/dev/null 2>&1 || fail "agora init"

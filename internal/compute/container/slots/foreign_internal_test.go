@@ -39,7 +39,7 @@ func slotTestProvider(t *testing.T, home string) *Provider {
 func slotWorker(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "agora-worker")
-	cmd := exec.Command("go", "build", "-o", bin, "../../../../cmd/agora-worker")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../../../../cmd/agora-worker") // make build's flags: its cache serves
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the worker: %v\n%s", err, out)

@@ -267,7 +267,8 @@ func hookBinaries(t *testing.T) (agora, claude string) {
 		{"agora", "github.com/agora-dev/agora/cmd/agora-worker"},
 		{"claude", "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude"},
 	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		// make build's flags (-trimpath, CGO_ENABLED=0): its compiled packages serve.
+		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, b.out), b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", b.pkg, err, out)
