@@ -12,11 +12,33 @@ const MemoryLimit = 80 << 20
 // BenchmarkScale's plan), so the collector has room to work instead of running without end.
 const TaskMemory = 2 << 10
 
-// ParseMemory is the limit's allowance for each byte of a plan being parsed: the YAML
+// ParseMemory is the limit's allowance for each byte of a YAML plan being parsed: the YAML
 // reader's node tree of a 100,000-task plan holds about 30 bytes for each byte of its
 // source until the plan is built. Under a limit without it the collector runs back to back
 // for as long as the parse takes.
 const ParseMemory = 32
+
+// ParseMemoryJSON is the allowance for each byte of a plan given as JSON, which the plan
+// reader decodes without a node tree: the parse holds about 5 bytes for each byte of the
+// plan (BenchmarkParse100k), and serve holds the request's copy of it and the plan's own
+// beside them. An allowance of YAML's would let the heap grow to twice the parse's size
+// before a collection, and serve's peak with it.
+const ParseMemoryJSON = 5
+
+// parseMemory is the allowance for parsing src: [ParseMemoryJSON] a byte for a document
+// whose first byte past blanks is '{' (the plan reader's JSON path), else [ParseMemory].
+func parseMemory(src []byte) int64 {
+	for _, c := range src {
+		if c == ' ' || c == '\n' || c == '\r' {
+			continue
+		}
+		if c == '{' {
+			return int64(len(src)) * ParseMemoryJSON
+		}
+		break
+	}
+	return int64(len(src)) * ParseMemory
+}
 
 // MemoryLimitFor is serve's soft memory limit while its engine holds tasks tasks of open
 // runs ([Options.Held]) and nothing is being parsed. A fixed limit under what the engine must
@@ -25,14 +47,15 @@ const ParseMemory = 32
 func MemoryLimitFor(tasks int) int64 { return MemoryLimit + int64(tasks)*TaskMemory }
 
 // Memory keeps serve's soft memory limit at what serve holds: [MemoryLimitFor] the tasks of
-// its open runs ([Memory.Held], given to [Options.Held]) and [ParseMemory] for each byte of
-// the plans being parsed ([Memory.Parsing]). It is safe for concurrent use: plans are parsed
-// on request goroutines, tasks are counted on the engine's.
+// its open runs ([Memory.Held], given to [Options.Held]) and an allowance for each byte of
+// the plans being parsed ([Memory.Parsing]: [ParseMemoryJSON] or [ParseMemory]). It is safe
+// for concurrent use: plans are parsed on request goroutines, tasks are counted on the
+// engine's.
 type Memory struct {
 	set     func(int64)
 	mu      sync.Mutex
 	tasks   int
-	parsing int64
+	parsing int64 // the allowance of the plans being parsed, in bytes
 }
 
 // NewMemory returns a Memory that applies each limit with set (debug.SetMemoryLimit; nil
@@ -52,19 +75,20 @@ func (m *Memory) Held(tasks int) {
 	m.apply()
 }
 
-// Parsing adds n bytes of plan being parsed until done is called (once; later calls do
-// nothing).
-func (m *Memory) Parsing(n int) (done func()) {
+// Parsing adds the allowance for parsing plan src until done is called (once; later calls
+// do nothing).
+func (m *Memory) Parsing(src []byte) (done func()) {
+	n := parseMemory(src)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.parsing += int64(n)
+	m.parsing += n
 	m.apply()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			m.parsing -= int64(n)
+			m.parsing -= n
 			m.apply()
 		})
 	}
@@ -77,7 +101,7 @@ func (m *Memory) Limit() int64 {
 	return m.limit()
 }
 
-func (m *Memory) limit() int64 { return MemoryLimitFor(m.tasks) + m.parsing*ParseMemory }
+func (m *Memory) limit() int64 { return MemoryLimitFor(m.tasks) + m.parsing }
 
 // apply sets the limit; m.mu is held.
 func (m *Memory) apply() {
