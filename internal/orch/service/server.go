@@ -298,7 +298,15 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	run, err := s.runStatus(r.Context(), sub.RunID)
+	// The answer leaves the tasks out: a new run's is read without them (its tasks are all
+	// pending or just fired, and reading them costs the run's size). A run returned again
+	// may have a task waiting for an answer, which its status names (Next).
+	var run api.Run
+	if sub.Created {
+		run, err = s.Engine.Summary(r.Context(), sub.RunID)
+	} else {
+		run, err = s.runStatus(r.Context(), sub.RunID)
+	}
 	if err != nil {
 		writeEngineErr(w, err)
 		return
