@@ -7,10 +7,13 @@ import "sync"
 // size before it collects.
 const MemoryLimit = 80 << 20
 
-// TaskMemory is the limit's allowance for each task of an open run: about twice what such a
-// task keeps in the heap (its spec, its node, its map entries and its strings: about 1 KB in
-// BenchmarkScale's plan), so the collector has room to work instead of running without end.
-const TaskMemory = 2 << 10
+// TaskMemory is the limit's allowance for each task of an open run: about what such a task
+// keeps in the heap (its node, its spec, its lists and strings: 600-650 bytes in
+// BenchmarkScale's plan and serverss's), so that with [MemoryLimit] beside it the limit at
+// 100,000 tasks (135 MB) is about twice what the engine holds, and the collector has room to
+// work instead of running without end. A larger allowance only lets the heap grow further
+// past what is live: at 2 KiB a task, serve's peak RSS at 100,000 tasks is over 300 MB.
+const TaskMemory = 512
 
 // ParseMemory is the limit's allowance for each byte of a YAML plan being parsed: the YAML
 // reader's node tree of a 100,000-task plan holds about 30 bytes for each byte of its
