@@ -7,8 +7,9 @@
 //
 //	make build && go run ./bench/serverss -n 100000 -bin bin/agora
 //
-// GODEBUG=gctrace=1 in the environment reaches serve: with -keep, its log (the path printed)
-// shows the live heap of each collection.
+// GODEBUG=gctrace=1 in the environment reaches serve: the largest live heap and heap goal of
+// its collections are printed too, and with -keep its log (the path printed) shows each
+// collection.
 package main
 
 import (
@@ -118,6 +119,16 @@ func run(n int, bin string, settle time.Duration, keep bool) error {
 	}
 	fmt.Printf("tasks %d, plan %.1f MB of JSON: serve's peak RSS idle %.1f MB, at the submission's answer %.1f MB, %v later %.1f MB; the submission took %v\n",
 		n, float64(len(src))/1e6, idle, atSubmit, settle, after, took.Round(time.Millisecond))
+	if strings.Contains(os.Getenv("GODEBUG"), "gctrace=1") {
+		if err := logf.Sync(); err != nil {
+			return err
+		}
+		cycles, live, goal, err := gcPeaks(logPath)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("gctrace: %d collections, largest live heap %d MB, largest heap goal %d MB\n", cycles, live, goal)
+	}
 	if keep {
 		fmt.Printf("home %s (serve's log: %s)\n", home, logPath)
 	}
@@ -154,6 +165,36 @@ func layeredPlan(n int) ([]byte, error) {
 	err := json.NewEncoder(&b).Encode(map[string]any{"version": 1, "name": "serverss", "concurrency": 1,
 		"defaults": map[string]any{"env": []string{"demo"}}, "tasks": tasks})
 	return b.Bytes(), err
+}
+
+// gcPeaks reads the gctrace lines of serve's log ("gc N @T s P%: ... A->B->C MB, G MB goal,
+// ..."): how many collections ran, the largest live heap C and the largest goal G, in MB.
+func gcPeaks(logPath string) (cycles, live, goal int, err error) {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "gc ") {
+			continue
+		}
+		_, rest, ok := strings.Cut(line, " MB, ")
+		if !ok {
+			continue
+		}
+		heaps := line[:len(line)-len(rest)-len(" MB, ")]
+		heaps = heaps[strings.LastIndexByte(heaps, ' ')+1:] // A->B->C
+		parts := strings.Split(heaps, "->")
+		var c, g int
+		if _, err := fmt.Sscanf(parts[len(parts)-1], "%d", &c); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(rest, "%d MB goal", &g); err != nil {
+			continue
+		}
+		cycles, live, goal = cycles+1, max(live, c), max(goal, g)
+	}
+	return cycles, live, goal, nil
 }
 
 // peak is the process's VmHWM in MB.

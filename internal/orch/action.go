@@ -59,8 +59,8 @@ func (e *Engine) target(req api.ActionRequest) (*run, *task, error) {
 	if req.Task == "" {
 		return r, nil, nil
 	}
-	t, ok := r.byID[req.Task]
-	if !ok {
+	t := r.task(req.Task)
+	if t == nil {
 		return nil, nil, &errclass.NotFoundError{Kind: "task", ID: req.Task, In: "run " + r.id, Known: taskIDs(r), Of: ErrNotFound}
 	}
 	return r, t, nil
@@ -110,7 +110,7 @@ func (e *Engine) cancelTask(t *task) {
 	case lifecycle.TaskPending, lifecycle.TaskReady, lifecycle.TaskNeedsInput:
 		unqueue(t)
 		e.stopTimer(t)
-		t.reason = lifecycle.ReasonCancelled
+		t.setReason(lifecycle.ReasonCancelled, t.detail)
 		e.set(t, lifecycle.TaskCancelled)
 		e.record(t.run, t, entry.TaskCancelled, nil)
 	case lifecycle.TaskRunning:
@@ -135,7 +135,7 @@ func (e *Engine) answer(r *run, t *task, req api.ActionRequest) error {
 	if len(req.Answer) > maxAnswer {
 		return fmt.Errorf("answer is %d bytes, over the %d-byte limit", len(req.Answer), maxAnswer)
 	}
-	t.answer = req.Answer
+	t.setAnswer(req.Answer)
 	sum := sha256.Sum256([]byte(req.Answer))
 	e.record(r, t, entry.TaskAnswered, map[string]any{entry.KeyBy: req.Actor, "answers": t.parentID, "answer_sha256": hex.EncodeToString(sum[:])})
 	e.becomeReady(t)
@@ -155,7 +155,8 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 	if why := notRetryable(t); why != "" {
 		return fmt.Errorf("%w: task %s %s", ErrConflict, t.spec.ID, why)
 	}
-	t.failures, t.cancel, t.reason, t.detail = 0, false, "", ""
+	t.failures, t.cancel = 0, false
+	t.setReason("", "")
 	e.record(r, t, entry.TaskRetried, map[string]any{entry.KeyBy: actor})
 	// Dependents skipped because of t become pending again, unless another ancestor of
 	// theirs still failed: find them all, then drop those with a dependency that will not
@@ -187,7 +188,7 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 		if !set[d] {
 			continue
 		}
-		d.reason, d.detail = "", ""
+		d.setReason("", "")
 		d.unmet = 0
 		for _, x := range d.deps {
 			if x.state != lifecycle.TaskSucceeded {

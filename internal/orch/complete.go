@@ -46,7 +46,8 @@ func (e *Engine) complete(o Outcome) {
 	switch {
 	case o.State == lifecycle.TaskSucceeded && !(cancelled && t.gated()):
 		// (A cancel asked while gated work ran ends it cancelled: success must pass the gate.)
-		t.answer, t.parentID = "", ""
+		t.setAnswer("")
+		t.setParent("")
 		if t.role == causeReview {
 			v := o.Review
 			if v == nil {
@@ -64,13 +65,13 @@ func (e *Engine) complete(o Outcome) {
 			e.succeed(t, details, o)
 		}
 	case cancelled || o.State == lifecycle.TaskCancelled:
-		t.reason, t.detail = lifecycle.ReasonCancelled, o.Detail
+		t.setReason(lifecycle.ReasonCancelled, o.Detail)
 		e.set(t, lifecycle.TaskCancelled)
 		e.record(r, t, entry.TaskCancelled, details)
 		e.skipDependents(t, lifecycle.TaskCancelled)
 	case o.State == lifecycle.TaskNeedsInput:
-		t.question = o.Question
-		t.parentID = o.DispatchID
+		t.setQuestion(o.Question)
+		t.setParent(o.DispatchID)
 		e.set(t, lifecycle.TaskNeedsInput)
 		details["question_chars"] = int64(len(o.Question))
 		e.record(r, t, entry.TaskNeedsInput, details)
@@ -81,10 +82,10 @@ func (e *Engine) complete(o Outcome) {
 		e.reject(t, lifecycle.ReasonVerifyFailed, verdictReasons(t, o), details)
 	default: // failed
 		t.failures++
-		t.reason, t.detail = o.Reason, o.Detail
+		t.setReason(o.Reason, o.Detail)
 		details[entry.KeyReason], details[entry.KeyDetail] = o.Reason, o.Detail
 		if t.spec.Retry.Retryable(o.Reason) && t.failures < t.spec.Retry.MaxAttempts {
-			t.retryAt = now.Add(t.spec.Retry.Backoff(t.failures, e.opts.Rand))
+			t.setRetryAt(now.Add(t.spec.Retry.Backoff(t.failures, e.opts.Rand)))
 			e.set(t, lifecycle.TaskPending)
 			e.startTimer(t)
 			details[entry.KeyRetryAt] = ts(t.retryAt)
@@ -110,7 +111,7 @@ func usageDetails(u budget.Usage) map[string]any {
 // failOverBudget ends a ready task that may not fire because its run's budget is spent.
 func (e *Engine) failOverBudget(t *task, spent string) {
 	unqueue(t)
-	t.reason, t.detail = lifecycle.ReasonBudgetExceeded, "the run's budget is spent ("+spent+"); the task was not fired"
+	t.setReason(lifecycle.ReasonBudgetExceeded, "the run's budget is spent ("+spent+"); the task was not fired")
 	e.set(t, lifecycle.TaskFailed)
 	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: t.reason, entry.KeyDetail: t.detail})
 	e.skipDependents(t, lifecycle.TaskFailed)
@@ -129,7 +130,7 @@ func (e *Engine) skipDependents(t *task, ancestorState string) {
 		}
 		unqueue(d)
 		e.stopTimer(d)
-		d.reason, d.detail = lifecycle.AncestorReason(ancestorState), "task "+t.spec.ID+" "+ancestorState
+		d.setReason(lifecycle.AncestorReason(ancestorState), "task "+t.spec.ID+" "+ancestorState)
 		e.set(d, lifecycle.TaskSkipped)
 		e.record(d.run, d, entry.TaskSkipped, map[string]any{entry.KeyAncestor: t.spec.ID, entry.KeyWhy: ancestorState})
 		stack = append(stack, d.dependents...)

@@ -93,3 +93,8 @@ func SetFoldIdle(e *Engine, d time.Duration) { e.foldIdle = d }
 // NoExtWritten says whether the links every task without its own shares were written: a
 // write through a task's promoted ext fields instead of own() lands there, in every task.
 func NoExtWritten() bool { return !reflect.ValueOf(*noExt).IsZero() }
+
+// NoRareWritten says whether the rare fields every task without its own shares were
+// written: a write through a task's promoted rare fields instead of a set method lands
+// there, in every task.
+func NoRareWritten() bool { return *noRare != (rare{}) }

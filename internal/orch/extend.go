@@ -340,7 +340,7 @@ func decodeNumbers(b []byte, v any) error {
 
 // specOf is the spec of r's task id, or nil.
 func (r *run) specOf(id string) *plan.Resolved {
-	if t, ok := r.byID[id]; ok {
+	if t := r.task(id); t != nil {
 		return t.spec
 	}
 	return nil
@@ -355,7 +355,7 @@ func (e *Engine) extend(r *run, by *task, x extRow, fromDispatch string) ([]*tas
 	if err != nil {
 		return nil, err
 	}
-	if len(specs) > 0 && r.byID[specs[0].ID] != nil {
+	if len(specs) > 0 && r.task(specs[0].ID) != nil {
 		return nil, nil
 	}
 	if n := len(r.tasks) + len(specs); n > MaxRunTasks {
@@ -409,15 +409,17 @@ func (e *Engine) addTasks(r *run, by *task, x extRow, specs []plan.Resolved, key
 	for i := range specs {
 		spec := &specs[i]
 		t := &task{run: r, idx: len(r.tasks), spec: spec, state: lifecycle.TaskPending, qidx: -1, timerIdx: -1,
-			ext: &ext{role: x.Cause, by: by}}
+			ext: &ext{role: x.Cause, by: by}, rare: noRare}
 		if keys != nil {
 			t.key = keys[i]
 		}
 		r.tasks = append(r.tasks, t)
-		r.byID[spec.ID] = t
+		if r.byID != nil {
+			r.byID[spec.ID] = t
+		}
 		added[i] = t
 		for _, d := range spec.Deps {
-			dep := r.byID[d]
+			dep := r.task(d)
 			t.deps = append(t.deps, dep)
 			dep.dependents = append(dep.dependents, t)
 			if dep.state != lifecycle.TaskSucceeded {
@@ -513,7 +515,7 @@ func (e *Engine) loadExtensions(ctx context.Context, db *sql.DB, r *run) error {
 		if err != nil {
 			return fmt.Errorf("load run %s: %w", r.id, err)
 		}
-		e.addTasks(r, r.byID[x.Task], x, specs, keys)
+		e.addTasks(r, r.task(x.Task), x, specs, keys)
 	}
 	return nil
 }

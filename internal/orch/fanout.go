@@ -80,7 +80,7 @@ func (e *Engine) fanOut(t *task, o Outcome) {
 
 // fanOutFailed ends fan-out f failed: its list could not be used.
 func (e *Engine) fanOutFailed(f *task, detail string) {
-	f.reason, f.detail = lifecycle.ReasonFanOutRefused, detail
+	f.setReason(lifecycle.ReasonFanOutRefused, detail)
 	e.set(f, lifecycle.TaskFailed)
 	e.record(f.run, f, entry.TaskFailed, map[string]any{entry.KeyReason: f.reason, entry.KeyDetail: detail})
 	e.skipDependents(f, lifecycle.TaskFailed)
@@ -111,7 +111,7 @@ const MaxAttemptInputs = 1024
 func (t *task) inputCount() int {
 	n := 0
 	for _, need := range t.spec.Needs {
-		if up := t.run.byID[need.From]; up.spec.FanOut != nil {
+		if up := t.run.task(need.From); up.spec.FanOut != nil {
 			n += len(up.children)
 		} else {
 			n++
@@ -123,7 +123,7 @@ func (t *task) inputCount() int {
 // failUnfired ends ready task t failed without firing it.
 func (e *Engine) failUnfired(t *task, reason, detail string) {
 	unqueue(t)
-	t.reason, t.detail = reason, detail
+	t.setReason(reason, detail)
 	e.set(t, lifecycle.TaskFailed)
 	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: reason, entry.KeyDetail: detail})
 	e.skipDependents(t, lifecycle.TaskFailed)

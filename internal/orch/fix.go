@@ -38,7 +38,7 @@ func (t *task) productID() string {
 // What c awaited (awaiting-review, and its reviewers in the detail) is over: it is cleared
 // with the state, so the status, orch.db and a reloaded run show no stale reason.
 func (e *Engine) accept(c *task, details map[string]any) {
-	c.reason, c.detail = "", ""
+	c.setReason("", "")
 	e.succeed(c, details, Outcome{})
 	if c.role != causeFix {
 		return
@@ -48,7 +48,7 @@ func (e *Engine) accept(c *task, details map[string]any) {
 		return // cancelled meanwhile
 	}
 	t.own().product = c
-	t.reason, t.detail = "", ""
+	t.setReason("", "")
 	e.succeed(t, map[string]any{"fixed_by": c.spec.ID, "product": c.productID(), "fixes": int64(len(t.fixes))}, Outcome{})
 }
 
@@ -91,7 +91,7 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 	}
 	details[entry.KeyReason], details["reasons"] = reason, anyStrings(reasons)
 	if c != t {
-		c.reason, c.detail = reason, detail
+		c.setReason(reason, detail)
 		e.set(c, lifecycle.TaskRejected)
 		e.record(c.run, c, entry.TaskRejected, details)
 	}
@@ -104,13 +104,13 @@ func (e *Engine) reject(c *task, reason string, reasons []string, details map[st
 		if c == t {
 			// The judgment before its effect: the red work is rejected (its entry naming its
 			// dispatch) before the orch.run.extended entry of the fix it causes.
-			t.reason, t.detail = lifecycle.ReasonAwaitingFix, detail
+			t.setReason(lifecycle.ReasonAwaitingFix, detail)
 			e.set(t, lifecycle.TaskPending)
 			e.record(t.run, t, entry.TaskRejected, details)
 		}
 		added, err := e.extend(t.run, t, row, c.dispatchID)
 		if err == nil && len(added) == 1 {
-			t.reason, t.detail = lifecycle.ReasonAwaitingFix, added[0].spec.ID+" fixes: "+detail
+			t.setReason(lifecycle.ReasonAwaitingFix, added[0].spec.ID+" fixes: "+detail)
 			e.set(t, lifecycle.TaskPending)
 			e.becomeReady(added[0])
 			return
@@ -131,7 +131,7 @@ func (e *Engine) loopFailed(t *task, reason, detail string) {
 		return
 	}
 	unqueue(t)
-	t.reason, t.detail = reason, detail
+	t.setReason(reason, detail)
 	e.set(t, lifecycle.TaskFailed)
 	e.record(t.run, t, entry.TaskFailed, map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyReason: reason, entry.KeyDetail: detail})
 	e.skipDependents(t, lifecycle.TaskFailed)

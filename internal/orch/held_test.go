@@ -115,13 +115,20 @@ func TestEngine_HeldFollowsTheWork(t *testing.T) {
 }
 
 // TestMemoryLimitFor: serve's limit is MemoryLimit with no task, and grows by TaskMemory a
-// task: at the largest run validate allows it stays under what a 2-core machine can give.
+// task; past that it is twice what the tasks keep (TaskLive a task), so the collector keeps
+// room however many tasks are open; at the largest run validate allows it stays under what a
+// 2-core machine can give.
 func TestMemoryLimitFor(t *testing.T) {
 	if got := orch.MemoryLimitFor(0); got != orch.MemoryLimit {
 		t.Errorf("MemoryLimitFor(0) = %d, want MemoryLimit %d", got, orch.MemoryLimit)
 	}
 	if got, want := orch.MemoryLimitFor(1000)-orch.MemoryLimitFor(0), int64(1000*orch.TaskMemory); got != want {
 		t.Errorf("1000 tasks add %d bytes to the limit, want %d", got, want)
+	}
+	for _, n := range []int{100_000, orch.MaxRunTasks, 3 * orch.MaxRunTasks} {
+		if got, least := orch.MemoryLimitFor(n), int64(2*n*orch.TaskLive); got < least {
+			t.Errorf("the limit at %d tasks is %d MiB, under twice what they keep (%d MiB)", n, got>>20, least>>20)
+		}
 	}
 	if got := orch.MemoryLimitFor(orch.MaxRunTasks); got > 1<<30 {
 		t.Errorf("the largest run's limit is %d MiB, over 1 GiB", got>>20)

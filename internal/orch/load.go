@@ -115,11 +115,12 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 	r.counts = map[string]int{}
 	n := 0
 	for rows.Next() {
-		var idx int
-		var state, retryAt, review string
-		var x task
-		if err := rows.Scan(&idx, &state, &x.attempts, &x.failures, &x.dispatchID, &x.readySeq, &retryAt, &x.reason, &x.detail,
-			&x.question, &x.answer, &x.cancel, &review); err != nil {
+		var idx, attempts, failures int
+		var readySeq int64
+		var state, dispatchID, retryAt, reason, detail, question, answer, review string
+		var cancel bool
+		if err := rows.Scan(&idx, &state, &attempts, &failures, &dispatchID, &readySeq, &retryAt, &reason, &detail,
+			&question, &answer, &cancel, &review); err != nil {
 			return fmt.Errorf("load tasks of run %s: %w", r.id, err)
 		}
 		if idx < 0 || idx >= len(r.tasks) {
@@ -133,14 +134,17 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 			}
 			t.own().vote = v
 		}
-		t.state, t.attempts, t.failures, t.dispatchID, t.readySeq = state, x.attempts, x.failures, x.dispatchID, x.readySeq
-		t.question, t.answer, t.cancel = x.question, x.answer, x.cancel
-		t.reason, t.detail = settledReason(t.state, x.reason, x.detail)
+		t.state, t.attempts, t.failures, t.dispatchID, t.readySeq = state, attempts, failures, dispatchID, readySeq
+		t.cancel = cancel
+		t.setQuestion(question)
+		t.setAnswer(answer)
+		t.setReason(settledReason(t.state, reason, detail))
 		if retryAt != "" {
-			t.retryAt, _ = time.Parse(time.RFC3339Nano, retryAt)
+			at, _ := time.Parse(time.RFC3339Nano, retryAt)
+			t.setRetryAt(at)
 		}
 		if t.state == lifecycle.TaskNeedsInput || t.answer != "" {
-			t.parentID = t.dispatchID
+			t.setParent(t.dispatchID)
 		}
 		r.counts[state]++
 		n++
@@ -179,7 +183,7 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 				return fmt.Errorf("load attempt %s of run %s: %w", t.dispatchID, r.id, err)
 			}
 			if state != lifecycle.TaskNeedsInput && parent != "" {
-				t.parentID = parent
+				t.setParent(parent)
 			}
 		}
 		if t.state == lifecycle.TaskRunning {
@@ -188,7 +192,7 @@ func (e *Engine) loadTasks(ctx context.Context, db *sql.DB, r *run) error {
 			if err != nil {
 				return fmt.Errorf("load attempt %s of run %s: %w", t.dispatchID, r.id, err)
 			}
-			t.parentID = parent
+			t.setParent(parent)
 		}
 	}
 	return nil

@@ -28,7 +28,7 @@ type run struct {
 	cancelRequested bool
 	sealed          bool
 	tasks           []*task
-	byID            map[string]*task
+	byID            map[string]*task // tasks by id, built by task on first use; nil until then
 	counts          map[string]int
 	running         int
 	waiting         queue         // ready tasks waiting for a run slot
@@ -39,6 +39,19 @@ type run struct {
 	usage           budget.Usage  // the sum of the ended attempts' usage
 	planTasks       int           // tasks of the plan; those after them were added (extend.go)
 	exts            int           // extensions applied, the next one's sequence number
+}
+
+// task is r's task called id, or nil. Its index by id is built on first use and kept from
+// then on: a run whose tasks have no needs, bases, fan-outs or extensions and is not
+// addressed task by task never builds it, which at 100,000 tasks is several MB.
+func (r *run) task(id string) *task {
+	if r.byID == nil {
+		r.byID = make(map[string]*task, len(r.tasks))
+		for _, t := range r.tasks {
+			r.byID[t.spec.ID] = t
+		}
+	}
+	return r.byID[id]
 }
 
 // subagent is the version a task of r dispatches for ref as its plan writes it: the pin of
@@ -73,41 +86,116 @@ func (r *run) remaining() budget.Budget {
 	return b
 }
 
-// task is one node of a run.
+// task is one node of a run. A run of 100,000 tasks keeps 100,000 of them for as long as
+// it is open, so a node holds what every task uses and points to what few do: the state
+// few tasks ever have in [rare], the links of extensions in [ext], each shared by every task
+// that has none of its own. The fields are ordered so that the node fills a 192-byte size
+// class with nothing to spare.
 type task struct {
 	run        *run
-	idx        int
 	spec       *plan.Resolved // an element of the run's specs (engine.go), shared, never written
 	deps       []*task
 	dependents []*task
 	locks      []lockReq
 
 	state      string
+	dispatchID string
 	attempts   int
 	failures   int
-	dispatchID string
 	readySeq   int64
-	retryAt    time.Time
-	reason     string
-	detail     string
-	question   string
-	answer     string
-	parentID   string // the needs_input dispatch the next attempt answers
-	cancel     bool   // a cancel was asked while it ran
-
-	unmet int // dependencies not yet succeeded
+	idx        int
 
 	// queue bookkeeping: at most one queue holds a task.
 	inQueue *queue
-	qidx    int
-	// timer bookkeeping
-	timerIdx int
 
+	*ext  // run extension (extend.go): noExt until the task has links of its own (own)
+	*rare // noRare until the task holds one of its fields (the set methods)
+
+	unmet    int32 // dependencies not yet succeeded
+	qidx     int32 // its place in inQueue's heap
+	timerIdx int32 // its place in the engine's timers
+
+	cancel          bool // a cancel was asked while it ran
 	dirty           bool // written in the current batch
 	readyUnrecorded bool // became ready in this batch; no ready entry yet
 	fresh           bool // added in the current batch: its row is inserted, not updated
+}
 
-	*ext // run extension (extend.go): noExt until the task has links of its own (own)
+// rare is what a task holds only on some paths: why it ended as it did, a retry's time, a
+// question and its answer. A task that holds none shares noRare, so the tasks of a run that
+// goes well pay a pointer for them, not 104 bytes each.
+type rare struct {
+	retryAt  time.Time
+	reason   string
+	detail   string
+	question string
+	answer   string
+	parentID string // the needs_input dispatch the next attempt answers
+}
+
+// noRare is the rare fields of every task that holds none. It is never written: every write
+// goes through a set method (TestMain checks it is still empty after every test).
+var noRare = &rare{}
+
+// ownRare is t's rare fields to write: its own, made from noRare the first time.
+func (t *task) ownRare() *rare {
+	if t.rare == noRare {
+		t.rare = &rare{}
+	}
+	return t.rare
+}
+
+// releaseRare shares noRare again once t holds none of its rare fields.
+func (t *task) releaseRare() {
+	if t.rare != noRare && *t.rare == (rare{}) {
+		t.rare = noRare
+	}
+}
+
+// setReason sets why t is in its state, and its detail.
+func (t *task) setReason(reason, detail string) {
+	if t.rare == noRare && reason == "" && detail == "" {
+		return
+	}
+	r := t.ownRare()
+	r.reason, r.detail = reason, detail
+	t.releaseRare()
+}
+
+// setRetryAt sets when t's backoff ends; zero: it waits for none.
+func (t *task) setRetryAt(at time.Time) {
+	if t.rare == noRare && at.IsZero() {
+		return
+	}
+	t.ownRare().retryAt = at
+	t.releaseRare()
+}
+
+// setQuestion sets the question t's latest attempt asked.
+func (t *task) setQuestion(q string) {
+	if t.rare == noRare && q == "" {
+		return
+	}
+	t.ownRare().question = q
+	t.releaseRare()
+}
+
+// setAnswer sets the answer t's next attempt carries.
+func (t *task) setAnswer(a string) {
+	if t.rare == noRare && a == "" {
+		return
+	}
+	t.ownRare().answer = a
+	t.releaseRare()
+}
+
+// setParent sets the needs_input dispatch t's next attempt answers.
+func (t *task) setParent(id string) {
+	if t.rare == noRare && id == "" {
+		return
+	}
+	t.ownRare().parentID = id
+	t.releaseRare()
 }
 
 // lockReq is one lock a task needs.

@@ -12,11 +12,11 @@ func (h taskHeap) Len() int           { return len(h) }
 func (h taskHeap) Less(i, j int) bool { return h[i].readySeq < h[j].readySeq }
 func (h taskHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].qidx, h[j].qidx = i, j
+	h[i].qidx, h[j].qidx = int32(i), int32(j)
 }
 func (h *taskHeap) Push(x any) {
 	t := x.(*task)
-	t.qidx = len(*h)
+	t.qidx = int32(len(*h))
 	*h = append(*h, t)
 }
 func (h *taskHeap) Pop() any {
@@ -56,7 +56,7 @@ func (q *queue) remove(t *task) {
 	if t.inQueue != q || t.qidx < 0 {
 		return
 	}
-	heap.Remove(&q.h, t.qidx)
+	heap.Remove(&q.h, int(t.qidx))
 	t.inQueue = nil
 }
 
@@ -74,11 +74,11 @@ func (h timers) Len() int           { return len(h) }
 func (h timers) Less(i, j int) bool { return h[i].retryAt.Before(h[j].retryAt) }
 func (h timers) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].timerIdx, h[j].timerIdx = i, j
+	h[i].timerIdx, h[j].timerIdx = int32(i), int32(j)
 }
 func (h *timers) Push(x any) {
 	t := x.(*task)
-	t.timerIdx = len(*h)
+	t.timerIdx = int32(len(*h))
 	*h = append(*h, t)
 }
 func (h *timers) Pop() any {

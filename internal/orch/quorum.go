@@ -34,7 +34,7 @@ func (e *Engine) startReview(c *task, details map[string]any) bool {
 		return false
 	}
 	r := c.run
-	c.reason, c.detail = lifecycle.ReasonAwaitingReview, ""
+	c.setReason(lifecycle.ReasonAwaitingReview, "")
 	e.set(c, lifecycle.TaskPending)
 	details["awaiting"] = "review"
 	e.record(r, c, entry.TaskProduced, details)
@@ -47,7 +47,7 @@ func (e *Engine) startReview(c *task, details map[string]any) bool {
 	for i, rv := range c.reviewers {
 		ids[i] = rv.spec.ID
 	}
-	c.detail = "reviewers: " + strings.Join(ids, ", ")
+	c.setReason(c.reason, "reviewers: "+strings.Join(ids, ", "))
 	e.touch(c)
 	for _, rv := range added {
 		e.becomeReady(rv)

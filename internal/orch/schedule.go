@@ -21,7 +21,7 @@ func (e *Engine) becomeReady(t *task) {
 	}
 	e.seq++
 	t.readySeq = e.seq
-	t.retryAt = time.Time{}
+	t.setRetryAt(time.Time{})
 	e.set(t, lifecycle.TaskReady)
 	// The ready entry is written at commit only if t is still ready then: a task that becomes
 	// ready and fires in the same batch goes from pending to running in the database, and its
@@ -148,7 +148,8 @@ func (e *Engine) fire(t *task) {
 	r := t.run
 	t.attempts++
 	t.dispatchID = e.newID()
-	t.reason, t.detail, t.question = "", "", ""
+	t.setReason("", "")
+	t.setQuestion("")
 	e.set(t, lifecycle.TaskRunning)
 	e.live[t.dispatchID] = t
 	a := e.attempt(t)
@@ -199,7 +200,7 @@ func (e *Engine) attempt(t *task) Attempt {
 	a.Inputs = stackInputs(t)
 	for _, key := range slices.Sorted(maps.Keys(t.spec.Needs)) {
 		n := t.spec.Needs[key]
-		up := r.byID[n.From]
+		up := r.task(n.From)
 		if up.spec.FanOut != nil {
 			a.Inputs = append(a.Inputs, groupInputs(key, n, up)...)
 			continue
@@ -232,11 +233,11 @@ func (e *Engine) startTimer(t *task) {
 
 // stopTimer removes t's pending backoff, if any.
 func (e *Engine) stopTimer(t *task) {
-	if t.timerIdx >= 0 && t.timerIdx < len(e.timers) && e.timers[t.timerIdx] == t {
-		heap.Remove(&e.timers, t.timerIdx)
+	if t.timerIdx >= 0 && int(t.timerIdx) < len(e.timers) && e.timers[t.timerIdx] == t {
+		heap.Remove(&e.timers, int(t.timerIdx))
 		t.run.backoff--
 	}
-	t.retryAt = time.Time{}
+	t.setRetryAt(time.Time{})
 }
 
 // releaseSlot gives back t's locks and run slot, waking whoever waits for them.

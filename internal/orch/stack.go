@@ -14,7 +14,7 @@ import "github.com/agora-dev/agora/internal/orch/plan"
 func stackInputs(t *task) []Input {
 	r := t.run
 	ids := plan.StackOrder(t.spec.Base, func(id string) ([]string, bool) {
-		up := r.byID[id]
+		up := r.task(id)
 		if up == nil {
 			return nil, false
 		}
@@ -22,7 +22,7 @@ func stackInputs(t *task) []Input {
 	})
 	var out []Input
 	for _, id := range ids {
-		out = append(out, Input{Key: plan.StackKey, Dir: id, FromTask: id, FromDispatch: r.byID[id].productID(),
+		out = append(out, Input{Key: plan.StackKey, Dir: id, FromTask: id, FromDispatch: r.task(id).productID(),
 			Select: plan.SelectPatch, Stack: true})
 	}
 	return out

@@ -23,7 +23,11 @@ import (
 // commit. The same name on anything else is a new run, and so is a submission that asks for
 // one (newRun); the submission entry then says why, naming the run like it.
 func (e *Engine) submit(c submitCmd) {
+	// c lives until the reply at the end; the plan it carries need not: once resolved into
+	// the run's specs, its tasks (hundreds of bytes each) and its source are garbage while
+	// the run's nodes are built beside them.
 	p := c.p
+	c.p = nil
 	// Before the digest and the run's tasks, not after: they are most of what the run will
 	// keep and several times more for a moment, and under a limit made for the tasks held
 	// before them the collector runs back to back for as long as they take (seconds at
@@ -220,35 +224,69 @@ func (e *Engine) newRun(p *plan.Plan, canonical []byte, digest string, c submitC
 	return r
 }
 
-// buildTasks fills r.tasks from p, all pending.
+// buildTasks fills r.tasks from p, all pending. p is not used after its resolution, so a
+// plan no caller holds is garbage while the nodes are built. The nodes, their dependency and dependent
+// lists and their lock requests are cut from one allocation each, sized by a first pass over
+// the specs: a run of 100,000 tasks makes a handful of objects for its graph instead of
+// half a million, each list its exact length. Every list is capped at its length, so an
+// extension that appends to one (extend.go) moves it out of the shared array.
 func (e *Engine) buildTasks(r *run, p *plan.Plan) {
-	resolved := p.Resolve()
+	concurrency, queue := p.Concurrency, p.QueueName()
 	r.budget = p.Budget
-	r.q = e.queueOf(p.QueueName())
+	r.q = e.queueOf(queue)
+	resolved := p.Resolve()
 	specs := make([]*plan.Resolved, len(resolved))
+	nodes := make([]task, len(resolved))
 	r.tasks = make([]*task, len(resolved))
-	r.byID = make(map[string]*task, len(resolved))
+	byID := make(map[string]*task, len(resolved)) // the index the graph is built with; r.task makes its own when needed
+	edges, locks := 0, 0
 	for i := range resolved {
 		spec := &resolved[i]
 		specs[i] = spec
-		t := &task{run: r, idx: i, spec: spec, state: lifecycle.TaskPending, qidx: -1, timerIdx: -1, ext: noExt}
+		t := &nodes[i]
+		*t = task{run: r, idx: i, spec: spec, state: lifecycle.TaskPending, qidx: -1, timerIdx: -1, ext: noExt, rare: noRare}
 		r.tasks[i] = t
-		r.byID[spec.ID] = t
+		byID[spec.ID] = t
+		edges += len(spec.Deps)
+		locks += len(spec.Locks)
 	}
-	e.specs.Store(r.id, runSpecs{concurrency: p.Concurrency, tasks: specs, budget: p.Budget, queue: p.QueueName()})
+	e.specs.Store(r.id, runSpecs{concurrency: concurrency, tasks: specs, budget: r.budget, queue: queue})
 	r.counts[lifecycle.TaskPending] = len(resolved)
+	// How many dependents each task has, then each one's share of the dependents' array.
+	dependents := make([]int32, len(resolved))
 	for _, t := range r.tasks {
 		for _, d := range t.spec.Deps {
-			dep := r.byID[d]
-			t.deps = append(t.deps, dep)
+			dependents[byID[d].idx]++
+		}
+	}
+	depArr, dependentArr, lockArr := make([]*task, 0, edges), make([]*task, edges), make([]lockReq, 0, locks)
+	at := 0
+	for i, t := range r.tasks {
+		if n := int(dependents[i]); n > 0 {
+			t.dependents = dependentArr[at : at : at+n]
+			at += n
+		}
+	}
+	for _, t := range r.tasks {
+		from := len(depArr)
+		for _, d := range t.spec.Deps {
+			dep := byID[d]
+			depArr = append(depArr, dep)
 			dep.dependents = append(dep.dependents, t)
 		}
-		t.unmet = len(t.deps)
+		if len(depArr) > from {
+			t.deps = depArr[from:len(depArr):len(depArr)]
+		}
+		t.unmet = int32(len(t.deps))
+		from = len(lockArr)
 		for _, l := range t.spec.Locks {
-			t.locks = append(t.locks, lockReq{l: e.lock(l.Name), shared: l.Mode == "shared"})
+			lockArr = append(lockArr, lockReq{l: e.lock(l.Name), shared: l.Mode == "shared"})
+		}
+		if len(lockArr) > from {
+			t.locks = lockArr[from:len(lockArr):len(lockArr)]
 		}
 		if f := t.spec.FanOut; f != nil {
-			producer := r.byID[f.From]
+			producer := byID[f.From]
 			links := producer.own()
 			links.fanOuts = append(links.fanOuts, t)
 		}

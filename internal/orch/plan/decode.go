@@ -22,7 +22,7 @@ type planDoc struct {
 	Workspace   string         `yaml:"workspace"`
 	Revision    string         `yaml:"revision"`
 	Queue       string         `yaml:"queue"`
-	Tasks       []taskDoc      `yaml:"tasks"`
+	Tasks       []*taskDoc     `yaml:"tasks"` // nil: written as null; validate drops each it no longer needs
 	Budget      *budget.Budget `yaml:"budget"`
 }
 

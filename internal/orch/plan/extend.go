@@ -274,7 +274,7 @@ func (v *validator) extensions(p *Plan, doc *planDoc) {
 			v.add(tp+".fan_out.template.input.item", "set by the fan-out: each item's task gets its item here")
 		}
 		v.gate(tp+".fan_out.template", &fo.Template, p.Defaults.Verify != nil)
-		if i < len(doc.Tasks) && doc.Tasks[i].FanOut != nil && doc.Tasks[i].FanOut.Template != nil {
+		if i < len(doc.Tasks) && doc.Tasks[i] != nil && doc.Tasks[i].FanOut != nil && doc.Tasks[i].FanOut.Template != nil {
 			if b := doc.Tasks[i].FanOut.Template.Budget; b != nil {
 				bp := tp + ".fan_out.template.budget"
 				if _, err := budget.Narrow(*b, budget.Ceiling{Source: "plan " + strconv.Quote(p.Name), Budget: p.Budget}); err != nil {
@@ -303,8 +303,8 @@ type ResolvedFanOut struct {
 
 // resolveFanOut is fan-out task t resolved: it depends on its producer and on whatever its
 // template's tasks will depend on, so it is never done before they could be.
-func (p *Plan) resolveFanOut(t *Task, base Retry) Resolved {
-	tmpl := p.resolveTask(&t.FanOut.Template, base)
+func (p *Plan) resolveFanOut(t *Task, base *Retry, env []string) Resolved {
+	tmpl := p.resolveTask(&t.FanOut.Template, base, env)
 	d := append([]string{t.FanOut.From}, tmpl.Deps...)
 	slices.Sort(d)
 	// Retry is never used (the task fires nothing) but is set, as every resolved task's is.

@@ -31,13 +31,13 @@ func (g *graph) edges(i int32) []int32 { return g.deps[g.start[i]:g.start[i+1]] 
 // cycles reports one cycle in every strongly connected component of more than one task, at
 // the entry of its first task (in plan order) that starts the cycle. Self-dependencies are not
 // edges: they were reported where they were written.
-func (v *validator) cycles(g *graph, tasks []Task, paths []string) {
+func (v *validator) cycles(g *graph, tasks []Task) {
 	for _, first := range g.components() {
 		cycle := g.shortestCycle(first)
 		if len(cycle) < 2 {
 			continue
 		}
-		v.add(paths[first]+entryPath(&tasks[first], tasks[cycle[1]].ID), "cycle: %s", cyclePath(tasks, cycle))
+		v.add(taskPath(int(first))+entryPath(&tasks[first], tasks[cycle[1]].ID), "cycle: %s", cyclePath(tasks, cycle))
 	}
 }
 

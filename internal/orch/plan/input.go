@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -15,10 +16,40 @@ import (
 // canonical form (RFC 8785, as jcs writes it) allows no other numbers.
 const maxExactInt = 1 << 53
 
+// canonicalInput is a task's decoded input already made canonical by canonicalInputs.
+type canonicalInput json.RawMessage
+
+// canonicalInputs replaces each task's decoded input that has no problem by its canonical
+// JSON, before the plan's tasks are allocated: a decoded input is a map (about 400 bytes for
+// the smallest object), so a large plan's would otherwise be alive beside its tasks. An input
+// with a problem keeps its map, for [validator.input] to report in the task's turn, so the
+// problems and their order are those of a single pass.
+func (v *validator) canonicalInputs(docs []*taskDoc) {
+	quiet := &validator{full: true} // counts problems (more), never places one
+	for _, d := range docs {
+		m, ok := d.Input.(map[string]any)
+		if !ok {
+			continue
+		}
+		quiet.more = 0
+		if !quiet.inputValue(&inputPath{}, m) || quiet.more > 0 {
+			continue
+		}
+		b, err := jcs.Marshal(m)
+		if err != nil || len(b) > MaxInputSize {
+			continue
+		}
+		d.Input = canonicalInput(bytes.Clone(b)) // its own length: the encoder's buffer is 64 bytes or more
+	}
+}
+
 // input checks a task's input, a JSON object, and returns it in canonical form.
 func (v *validator) input(path string, in any) json.RawMessage {
 	if in == nil {
 		return nil
+	}
+	if c, ok := in.(canonicalInput); ok {
+		return json.RawMessage(c)
 	}
 	m, ok := in.(map[string]any)
 	if !ok {
@@ -37,7 +68,7 @@ func (v *validator) input(path string, in any) json.RawMessage {
 		v.add(path, "%d bytes in canonical JSON; at most %d", len(b), MaxInputSize)
 		return nil
 	}
-	return b
+	return bytes.Clone(b) // its own length: the encoder's buffer is 64 bytes or more
 }
 
 // inputPath is the path of a value inside an input, turned into a string only for an error.

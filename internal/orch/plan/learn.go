@@ -26,16 +26,17 @@ func (p *Plan) LearnTasks() []string {
 // learnTasks refuses what a learn task cannot be part of: a fan-out task (it runs nothing
 // itself), a review or fix loop (they judge and repair a patch, which a learn patch may not
 // become), and any task, fan-out, needs or base taking a learn task's products.
-func (v *validator) learnTasks(tasks []Task, docs []taskDoc, paths []string) {
+func (v *validator) learnTasks(tasks []Task, docs []*taskDoc) {
 	learn := map[string]bool{}
 	for i := range tasks {
-		switch d := &docs[i]; {
+		switch d := docs[i]; {
+		case d == nil: // dropped: none of the fields below set
 		case d.Learn != nil && d.FanOut != nil:
-			v.add(paths[i]+".learn", "a fan_out task runs nothing itself and its items are not learn tasks; give the learn work a task of its own")
+			v.add(taskPath(i)+".learn", "a fan_out task runs nothing itself and its items are not learn tasks; give the learn work a task of its own")
 		case tasks[i].Learn && d.Review != nil:
-			v.add(paths[i]+".learn", "a learn task's patch is never reviewed (docs/learn.md): drop review or learn")
+			v.add(taskPath(i)+".learn", "a learn task's patch is never reviewed (docs/learn.md): drop review or learn")
 		case tasks[i].Learn && d.OnFail != nil:
-			v.add(paths[i]+".learn", "a learn task's patch is never fixed (docs/learn.md): drop on_fail or learn")
+			v.add(taskPath(i)+".learn", "a learn task's patch is never fixed (docs/learn.md): drop on_fail or learn")
 		}
 		if tasks[i].Learn && tasks[i].ID != "" {
 			learn[tasks[i].ID] = true
@@ -49,14 +50,14 @@ func (v *validator) learnTasks(tasks []Task, docs []taskDoc, paths []string) {
 		t := &tasks[i]
 		if t.FanOut != nil {
 			if learn[t.FanOut.From] {
-				v.add(paths[i]+".fan_out.from", "task %q %s", t.FanOut.From, why)
+				v.add(taskPath(i)+".fan_out.from", "task %q %s", t.FanOut.From, why)
 			}
-			v.learnNeeds(paths[i]+".fan_out.template.needs", t.FanOut.Template.Needs, learn, why)
-			v.learnBases(paths[i]+".fan_out.template.base", t.FanOut.Template.Base, learn, why)
+			v.learnNeeds(taskPath(i)+".fan_out.template.needs", t.FanOut.Template.Needs, learn, why)
+			v.learnBases(taskPath(i)+".fan_out.template.base", t.FanOut.Template.Base, learn, why)
 			continue
 		}
-		v.learnNeeds(paths[i]+".needs", t.Needs, learn, why)
-		v.learnBases(paths[i]+".base", t.Base, learn, why)
+		v.learnNeeds(taskPath(i)+".needs", t.Needs, learn, why)
+		v.learnBases(taskPath(i)+".base", t.Base, learn, why)
 	}
 }
 

@@ -68,14 +68,15 @@ func (v *validator) locks(path string, docs []lockDoc) []Lock {
 		}
 		mode, valid := l.Mode, true
 		switch mode {
-		case "":
-			mode = LockExclusive
-		case LockExclusive, LockShared:
+		case "", LockExclusive:
+			mode = LockExclusive // the constant, not the decoded copy each task would keep
+		case LockShared:
+			mode = LockShared
 		default:
 			v.add(lp+".mode", "want %s or %s, got %q", LockExclusive, LockShared, mode)
 			valid = false
 		}
-		locks[k] = Lock{Name: l.Name, Mode: mode}
+		locks[k] = Lock{Name: v.name(l.Name), Mode: mode}
 		if !valid || l.Name == "" {
 			continue
 		}

@@ -26,7 +26,7 @@ func TestPlan_Resolve(t *testing.T) {
 			Deps:  []string{},
 			Locks: []plan.Lock{{Name: "cache", Mode: "exclusive"}, {Name: "db", Mode: "shared"}, {Name: "repo", Mode: "exclusive"}},
 			// defaults.retry over the built-in policy
-			Retry:   plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Multiplier: 2, OnWorkerFailed: &yes},
+			Retry:   &plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Multiplier: 2, OnWorkerFailed: &yes},
 			Timeout: 10 * time.Minute,
 		},
 		{
@@ -38,12 +38,12 @@ func TestPlan_Resolve(t *testing.T) {
 				"all":    {From: "lint", Select: "outputs"},
 			},
 			// the task's retry over defaults.retry, field by field
-			Retry:   plan.Retry{MaxAttempts: 5, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute, Multiplier: 1.5, OnWorkerFailed: &no},
+			Retry:   &plan.Retry{MaxAttempts: 5, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute, Multiplier: 1.5, OnWorkerFailed: &no},
 			Timeout: 15 * time.Minute,
 		},
 		{
 			ID: "docs", Subagent: "writer", Target: "local", Env: []string{}, Deps: []string{},
-			Retry:   plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Multiplier: 2, OnWorkerFailed: &yes},
+			Retry:   &plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Multiplier: 2, OnWorkerFailed: &yes},
 			Timeout: 10 * time.Minute,
 		},
 		{
@@ -51,7 +51,7 @@ func TestPlan_Resolve(t *testing.T) {
 			Deps:  []string{"docs", "lint", "test"},
 			Needs: map[string]plan.Need{"a": {From: "lint", Select: "patch"}, "b": {From: "docs", Select: "outputs"}},
 			Locks: []plan.Lock{{Name: "a", Mode: "shared"}, {Name: "b", Mode: "exclusive"}},
-			Retry: plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 30 * time.Second, Multiplier: 2, OnWorkerFailed: &yes},
+			Retry: &plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 30 * time.Second, Multiplier: 2, OnWorkerFailed: &yes},
 
 			Timeout: 10 * time.Minute,
 		},
@@ -63,7 +63,7 @@ func TestPlan_Resolve(t *testing.T) {
 
 func TestPlan_Resolve_NoDefaults(t *testing.T) {
 	p := mustParse(t, "version: 1\nname: p\ntasks: [{id: a, subagent: s}]")
-	want := []plan.Resolved{{ID: "a", Subagent: "s", Env: []string{}, Deps: []string{}, Retry: plan.DefaultRetry()}}
+	want := []plan.Resolved{{ID: "a", Subagent: "s", Env: []string{}, Deps: []string{}, Retry: ptr(plan.DefaultRetry())}}
 	if diff := cmp.Diff(want, p.Resolve()); diff != "" {
 		t.Errorf("Resolve (-want +got):\n%s", diff)
 	}
@@ -100,3 +100,5 @@ func TestPlan_Resolve_Copies(t *testing.T) {
 		t.Errorf("a later Resolve sees the change to an earlier result")
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -34,6 +34,27 @@ type validator struct {
 	more int             // problems found after MaxErrors, counted but not listed
 	// stopped: the decoder gave up at its own limit, so how many more there are is unknown.
 	stopped bool
+	names   map[string]string // one copy of each name tasks repeat (name)
+}
+
+// maxNames bounds the names a validator keeps one copy of: the names a plan repeats
+// (subagents, targets, locks) are few, and a plan of distinct names gains nothing from more.
+const maxNames = 4096
+
+// name is s, or the copy of it an earlier task of the plan holds. A decoder allocates each
+// string it reads, so 100,000 tasks naming one subagent hold 100,000 copies of its name until
+// the plan keeps just one.
+func (v *validator) name(s string) string {
+	if c, ok := v.names[s]; ok {
+		return c
+	}
+	if v.names == nil {
+		v.names = map[string]string{}
+	}
+	if len(v.names) < maxNames {
+		v.names[s] = s
+	}
+	return s
 }
 
 func newValidator(pos *strictyaml.Positions, errs strictyaml.Errors) *validator {
@@ -159,11 +180,11 @@ func (v *validator) budgets(p *Plan, doc *planDoc) {
 			p.Budget = *doc.Budget
 		}
 	}
-	for i := range doc.Tasks {
-		b := doc.Tasks[i].Budget
-		if b == nil || i >= len(p.Tasks) {
+	for i, d := range doc.Tasks {
+		if d == nil || d.Budget == nil || i >= len(p.Tasks) {
 			continue
 		}
+		b := d.Budget
 		tp := "tasks[" + strconv.Itoa(i) + "].budget"
 		if _, err := budget.Narrow(*b, budget.Ceiling{Source: "plan " + strconv.Quote(p.Name), Budget: p.Budget}); err != nil {
 			v.add(tp, "%v", err)
@@ -253,8 +274,19 @@ func (v *validator) backoff(path string, b time.Duration) {
 	}
 }
 
-// tasks checks every task, then the graph they form.
-func (v *validator) tasks(docs []taskDoc, defaultRetry *Retry) []Task {
+// taskPath is the path of the plan's task i.
+func taskPath(i int) string { return "tasks[" + strconv.Itoa(i) + "]" }
+
+// kept reports whether a task's document is read again once the task is built: by the
+// checks of the whole plan (budgets, extensions, learnTasks), which read only these fields.
+func (d *taskDoc) kept() bool {
+	return d.Budget != nil || d.FanOut != nil || d.Learn != nil || d.Review != nil || d.OnFail != nil
+}
+
+// tasks checks every task, then the graph they form. Each task's document is dropped (set
+// to nil in docs) once its task is built, unless a later check reads it ([taskDoc.kept]), so
+// a large plan's documents and its tasks are not all alive at once.
+func (v *validator) tasks(docs []*taskDoc, defaultRetry *Retry) []Task {
 	switch {
 	case len(docs) == 0:
 		v.add("tasks", "required; a plan has at least one task")
@@ -263,31 +295,48 @@ func (v *validator) tasks(docs []taskDoc, defaultRetry *Retry) []Task {
 		v.add("tasks", "%d tasks; at most %d", len(docs), MaxTasks)
 		return nil
 	}
+	for i := range docs {
+		if docs[i] == nil {
+			docs[i] = &taskDoc{} // null, read as the empty task it was when tasks held values
+		}
+	}
+	v.canonicalInputs(docs)
 	ids := make(map[string]int, len(docs))
 	tasks := make([]Task, len(docs))
-	paths := make([]string, len(docs))
 	for i := range docs {
-		paths[i] = "tasks[" + strconv.Itoa(i) + "]"
 		id := docs[i].ID
 		tasks[i].ID = id
 		switch first, dup := ids[id]; {
 		case id == "":
-			v.add(paths[i]+".id", "required")
+			v.add(taskPath(i)+".id", "required")
 		case !taskIDPattern().MatchString(id):
-			v.add(paths[i]+".id", "invalid task id %q: use 1-63 lowercase letters, digits, '_' or '-', starting with a letter or digit", id)
+			v.add(taskPath(i)+".id", "invalid task id %q: use 1-63 lowercase letters, digits, '_' or '-', starting with a letter or digit", id)
 		case dup:
-			v.add(paths[i]+".id", "duplicate task id %q (first at tasks[%d])", id, first)
+			v.add(taskPath(i)+".id", "duplicate task id %q (first at tasks[%d])", id, first)
 		default:
 			ids[id] = i
 		}
 	}
 	g := newGraph(len(docs))
 	for i := range docs {
-		v.task(&tasks[i], &docs[i], paths[i], ids, g, defaultRetry)
+		v.task(&tasks[i], docs[i], taskPath(i), ids, g, defaultRetry)
 		g.close()
+		if !docs[i].kept() {
+			docs[i] = nil
+		}
 	}
-	v.cycles(g, tasks, paths)
-	v.learnTasks(tasks, docs, paths)
+	v.cycles(g, tasks)
+	v.learnTasks(tasks, docs)
+	// A dependency names its task by a string of its own, decoded where it was written: the
+	// task's id string takes its place, so a plan keeps one copy of each id however many
+	// tasks depend on it.
+	for i := range tasks {
+		for k, dep := range tasks[i].DependsOn {
+			if j, ok := ids[dep]; ok {
+				tasks[i].DependsOn[k] = tasks[j].ID
+			}
+		}
+	}
 	return tasks
 }
 
@@ -297,13 +346,13 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 		return
 	}
 	self := t.ID
-	t.Subagent = doc.Subagent
+	t.Subagent = v.name(doc.Subagent)
 	if doc.Subagent == "" {
 		v.add(tp+".subagent", "required")
 	} else if err := checkRef(catalog.KindSubagent, doc.Subagent); err != nil {
 		v.add(tp+".subagent", "%v", err)
 	}
-	t.Target = doc.Target
+	t.Target = v.name(doc.Target)
 	v.target(tp+".target", doc.Target)
 	t.Env = v.envs(tp+".env", doc.Env)
 	t.Input = v.input(tp+".input", doc.Input)
@@ -330,6 +379,11 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 		v.add(tp+".needs."+StackKey, "a stacked task's bases are mounted under /agora/inputs/%s/TASK/: name this input otherwise", StackKey)
 	}
 	t.Locks = v.locks(tp+".locks", doc.Locks)
+	// What the task was built from and nothing later reads is dropped now: the decoded input
+	// (a map, several hundred bytes for the smallest object) once it is canonical JSON, the
+	// decoded locks once they are the task's. A large plan's are then not all alive at once
+	// beside the tasks built from them.
+	doc.Input, doc.Locks = nil, nil
 	t.Grants = v.grants(tp+".grants", doc.Grants)
 	t.Verify = v.verify(tp+".verify", doc.Verify)
 	t.Review = v.review(tp+".review", doc.Review)

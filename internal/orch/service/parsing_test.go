@@ -15,7 +15,7 @@ import (
 )
 
 // TestServer_ParsingToldOfEachPlan: serve's memory limit makes room for a submitted plan
-// while it is parsed (orch.Memory.Parsing): Server.Parsing hears the plan's size before the
+// while it is parsed (orch.Memory.Parsing): Server.Parsing hears of the plan before the
 // parse and is done with it before the answer, for a plan refused as for one accepted.
 func TestServer_ParsingToldOfEachPlan(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -39,10 +39,10 @@ func TestServer_ParsingToldOfEachPlan(t *testing.T) {
 	var mu sync.Mutex
 	var told []int
 	open := 0
-	srv := &service.Server{Engine: eng, Parsing: func(n int) func() {
+	srv := &service.Server{Engine: eng, Parsing: func(src []byte) func() {
 		mu.Lock()
 		defer mu.Unlock()
-		told = append(told, n)
+		told = append(told, len(src))
 		open++
 		return func() { mu.Lock(); open--; mu.Unlock() }
 	}}

@@ -64,10 +64,10 @@ type Server struct {
 	// so the run document marks a task whose dispatch was a learn one though its plan does
 	// not say learn (a target in mode: learn); nil: only the plan's marks.
 	LearnInRun func(ctx context.Context, runID string) (map[string]bool, error)
-	// Parsing is told the size of each submitted plan while it is parsed, and calls the
+	// Parsing is told of each submitted plan (its source) while it is parsed, and calls the
 	// func it returns when the parse is done (orch.Memory.Parsing: serve's memory limit
 	// makes room for the parse); nil: nothing is told.
-	Parsing func(bytes int) (done func())
+	Parsing func(src []byte) (done func())
 
 	handoffs     handoffs
 	handoffCount atomic.Int64
@@ -298,7 +298,15 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	run, err := s.runStatus(r.Context(), sub.RunID)
+	// The answer leaves the tasks out: a new run's is read without them (its tasks are all
+	// pending or just fired, and reading them costs the run's size). A run returned again
+	// may have a task waiting for an answer, which its status names (Next).
+	var run api.Run
+	if sub.Created {
+		run, err = s.Engine.Summary(r.Context(), sub.RunID)
+	} else {
+		run, err = s.runStatus(r.Context(), sub.RunID)
+	}
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -310,7 +318,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 // parse validates a submitted plan, with Parsing told of it meanwhile.
 func (s *Server) parse(ctx context.Context, req api.SubmitRequest, refs plan.Refs) (*plan.Plan, error) {
 	if s.Parsing != nil {
-		defer s.Parsing(len(req.Source))()
+		defer s.Parsing(req.Source)()
 	}
 	return plan.Validate(ctx, req.File, req.Source, refs)
 }
