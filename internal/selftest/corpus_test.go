@@ -1,6 +1,8 @@
 package selftest_test
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -88,5 +90,24 @@ targets:
 	}
 	if got, err := selftest.ConfigFor(nil, "local"); err != nil || strings.Contains(string(got), "targets") {
 		t.Errorf("ConfigFor(no agora.yaml, local) = %q, %v; want the default target", got, err)
+	}
+}
+
+// TestCorpus_Documented keeps docs/selftest.md's corpus table whole: every attack is listed
+// there with its class and expected outcome.
+func TestCorpus_Documented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/selftest.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := selftest.Corpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range all {
+		row := fmt.Sprintf("| `%s` | %s | %s | %s |", a.ID, a.Class, a.Expect, a.Control)
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/selftest.md lacks the row %s", row)
+		}
 	}
 }
