@@ -6,12 +6,13 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// copiedKeys are the parts of agora.yaml a target's dispatches depend on: the target itself,
-// the egress proxy's settings and where the worker program is. Nothing else of the person's
-// agora.yaml reaches the throw-away home (no callbacks, no gateway, no replication).
-var copiedKeys = map[string]bool{"egress": true, "worker": true}
+// copied reports whether a top-level key of agora.yaml is one a target's dispatches depend on
+// besides the target itself: the egress proxy's settings and where the worker program is.
+// Nothing else of the person's agora.yaml reaches the throw-away home (no callbacks, no
+// gateway, no replication).
+func copied(key string) bool { return key == "egress" || key == "worker" }
 
-// ConfigFor returns the throw-away home's agora.yaml: target's settings and copiedKeys as
+// ConfigFor returns the throw-away home's agora.yaml: target's settings and the copied keys as
 // raw (the person's agora.yaml; nil when there is none) has them, byte for byte in meaning.
 // An absent target named "local" is the default target, which needs no line.
 func ConfigFor(raw []byte, target string) ([]byte, error) {
@@ -26,7 +27,7 @@ func ConfigFor(raw []byte, target string) ([]byte, error) {
 		for i := 0; i+1 < len(m.Content); i += 2 {
 			k, v := m.Content[i], m.Content[i+1]
 			switch {
-			case copiedKeys[k.Value]:
+			case copied(k.Value):
 				out.Content = append(out.Content, k, v)
 			case k.Value == "targets" && v.Kind == yaml.MappingNode:
 				for j := 0; j+1 < len(v.Content); j += 2 {

@@ -71,7 +71,15 @@ type Attack struct {
 //go:embed corpus/*.sh
 var corpusFS embed.FS
 
-var idPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+// validID reports whether id is lower-case words of letters and digits joined by single -.
+func validID(id string) bool {
+	for _, w := range strings.Split(id, "-") {
+		if w == "" || strings.Trim(w, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
 
 // Corpus returns the built-in attacks, sorted by id.
 func Corpus() ([]Attack, error) { return Load(corpusFS, "corpus") }
@@ -100,7 +108,7 @@ func Load(fsys fs.FS, dir string) ([]Attack, error) {
 
 // parse reads an attack's header: the leading "# key: value" lines.
 func parse(id string, b []byte) (Attack, error) {
-	if !idPattern.MatchString(id) {
+	if !validID(id) {
 		return Attack{}, fmt.Errorf("id %q: want lower-case words joined by -", id)
 	}
 	a := Attack{ID: id, Observe: ObserveReport, Program: b}
