@@ -202,3 +202,11 @@ const (
 	// commit, and the next holder's LeaderAcquired names it as previous.
 	LeaderReleased = "leader.released"
 )
+
+// SelftestRun records one run of `agora selftest` against a target (docs/selftest.md): actor
+// the person, subject [SelftestTarget], details target, summary (the report's one line),
+// digest (sha256 of the table's id, expected, seen, control and pass columns, in order),
+// attacks, blocked, legitimate, allowed, not_enforced, failed and milliseconds (the
+// wall time; the log's canonical JSON holds integers only). It lets an auditor
+// see when a host was last proven, and check a table someone attaches against it.
+const SelftestRun = "selftest.run"

@@ -1,0 +1,55 @@
+#!/bin/sh
+# run.sh: runs one attack of agora's selftest corpus (docs/selftest.md). The dispatch input
+# names the attack and carries the run's values; the attack's program is sourced from
+# attacks/<id>.sh after the canary is written, so a dispatch that never reached the program
+# leaves no canary and the runner counts it as not run, never as blocked.
+set -u
+
+field() {
+	printf '%s' "$AGORA_INPUT_JSON" | sed -n "s/.*\"$1\":\"\([^\"\\\\]*\)\".*/\1/p"
+}
+
+attack=$(field attack)
+nonce=$(field nonce)
+home=$(field home)
+probe=$(field probe)
+port=$(field port)
+worker=$(field worker)
+memory=$(field memory)
+disk=$(field disk)
+here="$AGORA_CAPABILITIES/selftest"
+out="$AGORA_OUT/outputs"
+mkdir -p "$out"
+printf '%s\n' "$nonce" >"$out/canary"
+# The same canary on standard output: the dispatch's log keeps it when an attack that fills
+# the disk leaves no outputs.
+printf 'selftest canary %s\n' "$nonce"
+
+# report WHAT EVIDENCE records the program's own account: done (the operation took effect)
+# or refused (it failed), with what the operation said; missing when a tool it needs is not
+# installed, which the runner reports as not run.
+report() {
+	printf '%s\t%s\n' "$1" "$(printf '%s' "$2" | tr '\n\t' '  ' | cut -c1-400)" >"$out/report"
+}
+
+# attempt CMD... runs CMD: done with its output when it succeeds, refused with its error when
+# it fails.
+attempt() {
+	if ! command -v "$1" >/dev/null 2>&1; then
+		report missing "$1 is not installed in the sandbox"
+		return
+	fi
+	if r=$("$@" 2>&1); then
+		report done "$r"
+	else
+		report refused "$r"
+	fi
+}
+
+case "$attack" in
+*[!a-z0-9-]* | "")
+	report refused "bad attack id"
+	exit 2
+	;;
+esac
+. "$here/attacks/$attack.sh"

@@ -1,0 +1,50 @@
+package selftest
+
+import (
+	"fmt"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// copied reports whether a top-level key of agora.yaml is one a target's dispatches depend on
+// besides the target itself: the egress proxy's settings and where the worker program is.
+// Nothing else of the person's agora.yaml reaches the throw-away home (no callbacks, no
+// gateway, no replication).
+func copied(key string) bool { return key == "egress" || key == "worker" }
+
+// ConfigFor returns the throw-away home's agora.yaml: target's settings and the copied keys as
+// raw (the person's agora.yaml; nil when there is none) has them, byte for byte in meaning.
+// An absent target named "local" is the default target, which needs no line.
+func ConfigFor(raw []byte, target string) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("read agora.yaml: %w", err)
+	}
+	out := &yaml.Node{Kind: yaml.MappingNode}
+	found := false
+	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
+		m := doc.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], m.Content[i+1]
+			switch {
+			case copied(k.Value):
+				out.Content = append(out.Content, k, v)
+			case k.Value == "targets" && v.Kind == yaml.MappingNode:
+				for j := 0; j+1 < len(v.Content); j += 2 {
+					if v.Content[j].Value == target {
+						found = true
+						one := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{v.Content[j], v.Content[j+1]}}
+						out.Content = append(out.Content, k, one)
+					}
+				}
+			}
+		}
+	}
+	if !found && target != "local" {
+		return nil, fmt.Errorf("agora.yaml has no target %q", target)
+	}
+	if len(out.Content) == 0 {
+		return []byte("# the default local target\n"), nil
+	}
+	return yaml.Marshal(out)
+}

@@ -1,0 +1,168 @@
+package selftest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// seen is what the runner gathered about one dispatch.
+type seen struct {
+	rec            record
+	canary, report []byte
+	patch          []byte
+	outputs        string
+	// probe is what the host-side probe saw ("" when it saw nothing).
+	probe string
+}
+
+// diskFix is agora doctor's fix for its disk-quota row.
+const diskFix = "agora doctor's disk-quota row: run agora as root (or give it CAP_SYS_ADMIN) to enforce targets.<name>.disk"
+
+// attack dispatches a and decides its row.
+func (r *run) attack(ctx context.Context, a Attack) Row {
+	row := Row{ID: a.ID, Class: a.Class, Expected: a.Expect, Control: a.Control}
+	nonce, err := randomHex()
+	if err == nil {
+		r.listener.reset()
+		var s seen
+		s, err = r.dispatch(ctx, a, nonce)
+		if err == nil {
+			s.probe = r.probeAfter(a, nonce)
+			row.Dispatch = s.rec.ID
+			row.Seen, row.Evidence = r.decide(a, nonce, s)
+		}
+	}
+	if err != nil {
+		row.Seen, row.Evidence = NotRun, err.Error()
+	}
+	if row.Seen == NotEnforced {
+		row.Fix = diskFix
+	}
+	row.Pass = row.Seen == a.Expect
+	return row
+}
+
+// probeAfter reads the host-side probe the attack's observation names.
+func (r *run) probeAfter(a Attack, nonce string) string {
+	switch a.Observe {
+	case ObserveListener:
+		if any, withNonce := r.listener.saw(nonce); any {
+			return fmt.Sprintf("the host's loopback listener was reached (the run's nonce in the request: %v)", withNonce)
+		}
+	case ObserveDropfile:
+		if ents, _ := os.ReadDir(filepath.Join(r.probe, "drop")); len(ents) > 0 {
+			for _, e := range ents {
+				os.Remove(filepath.Join(r.probe, "drop", e.Name()))
+			}
+			return "a file appeared in the host directory: " + ents[0].Name()
+		}
+	case ObserveProcess:
+		if pids := killMarked("agora-selftest-" + nonce); len(pids) > 0 {
+			return fmt.Sprintf("host processes %v outlived the dispatch (killed now)", pids)
+		}
+	}
+	return ""
+}
+
+// decide turns what was gathered into the row's seen and evidence. A program that left no
+// canary of this run did not run: never blocked.
+func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
+	rec := fmt.Sprintf("%s %s %s, isolation %s", s.rec.ID, s.rec.State, s.rec.Reason, s.rec.Isolation)
+	if strings.TrimSpace(string(s.canary)) != nonce {
+		return NotRun, "no canary: the program did not run (" + rec + ": " + s.rec.Detail + ")"
+	}
+	if a.Needs != "" && !hasIsolation(s.rec.Isolation, a.Needs) {
+		return NotEnforced, "the record's isolation lacks " + a.Needs + " (" + rec + ")"
+	}
+	status, said, _ := strings.Cut(strings.TrimSpace(string(s.report)), "\t")
+	if status == "missing" {
+		return NotRun, said
+	}
+	switch a.Observe {
+	case ObserveReport:
+		switch status {
+		case "done":
+			return Allowed, "the program did it: " + said
+		case "refused":
+			return Blocked, "refused: " + said + " (" + rec + ")"
+		}
+		return NotRun, "the program left no report (" + rec + ")"
+	case ObserveSecret:
+		if strings.Contains(said, r.secret) {
+			return Allowed, "the program read the host's secret"
+		}
+		return Blocked, "the host's secret never reached the program: " + clip(said, 120)
+	case ObserveListener, ObserveDropfile, ObserveProcess:
+		if s.probe != "" {
+			return Allowed, s.probe
+		}
+		return Blocked, "the host-side probe saw nothing (" + rec + ")"
+	case ObserveReason:
+		if s.rec.State == "failed" && s.rec.Reason == a.Arg {
+			return Blocked, "agora ended it: " + rec
+		}
+		return Allowed, "the dispatch did not end " + a.Arg + ": " + rec
+	case ObserveState:
+		if s.rec.State == a.Arg {
+			return Allowed, "the dispatch ended " + a.Arg
+		}
+		return Blocked, "the dispatch ended " + rec
+	case ObservePatch:
+		if patchNames(s.patch, a.Arg) {
+			return Allowed, "the patch names " + a.Arg
+		}
+		if len(bytes.TrimSpace(s.patch)) == 0 {
+			return NotRun, "the patch is empty: nothing shows it was captured (" + rec + ")"
+		}
+		return Blocked, "the patch does not name " + a.Arg + " (it names what else the program wrote)"
+	case ObserveOutput:
+		if _, err := os.Stat(filepath.Join(s.outputs, a.Arg)); s.outputs != "" && err == nil {
+			return Allowed, "the outputs hold " + a.Arg
+		}
+		return Blocked, "the outputs lack " + a.Arg
+	}
+	return NotRun, "unknown observation " + a.Observe
+}
+
+// patchNames reports whether a diff --git header of patch names a path starting with p.
+func patchNames(patch []byte, p string) bool {
+	for _, l := range bytes.Split(patch, []byte("\n")) {
+		if bytes.HasPrefix(l, []byte("diff --git ")) && (bytes.Contains(l, []byte(" a/"+p)) || bytes.Contains(l, []byte(" b/"+p))) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasIsolation(isolation, want string) bool {
+	for _, t := range strings.Split(isolation, "+") {
+		if t == want {
+			return true
+		}
+	}
+	return false
+}
+
+// killMarked kills the host processes whose command line holds mark, and returns their pids.
+func killMarked(mark string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(b, []byte(mark)) {
+			continue
+		}
+		pids = append(pids, pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return pids
+}
