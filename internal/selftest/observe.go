@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // seen is what the runner gathered about one dispatch.
@@ -103,7 +105,7 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 		}
 		return Blocked, "the host-side probe saw nothing (" + rec + ")"
 	case ObserveReason:
-		if s.rec.State == "failed" && s.rec.Reason == a.Arg {
+		if s.rec.State == lifecycle.DispatchFailed && s.rec.Reason == a.Arg {
 			return Blocked, "agora ended it: " + rec
 		}
 		return Allowed, "the dispatch did not end " + a.Arg + ": " + rec
