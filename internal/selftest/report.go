@@ -33,6 +33,9 @@ type Row struct {
 	// Fix is what makes a not-enforced row enforceable (agora doctor's fix).
 	Fix      string `json:"fix,omitempty"`
 	Dispatch string `json:"dispatch,omitempty"`
+	// Seconds is the attack's wall time, from its probes' set-up to its row; attacks run
+	// at once, so the rows' sum is more than the run's.
+	Seconds float64 `json:"seconds"`
 }
 
 // Report is one target's run of the corpus.

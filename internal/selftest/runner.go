@@ -14,7 +14,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/agora-dev/agora/internal/blob"
+	"github.com/agora-dev/agora/internal/digest"
 )
 
 // Options are what one run of the corpus against one target needs.
@@ -35,8 +39,17 @@ type Options struct {
 	Worker string
 	// Memory and Disk are the target's limits in bytes (its memory: and disk:).
 	Memory, Disk int64
-	// Attacks are the attacks to run, in order.
+	// Provider is the target's provider (local, docker, kubernetes): what the sandbox can
+	// see of the host differs, and rows say so.
+	Provider string
+	// Attacks are the attacks to run; the report keeps their order.
 	Attacks []Attack
+	// Gateway, for a kubernetes target, is the network gateway the throw-away home serves
+	// its pods on for the run ([PodGateway]); nil for other providers.
+	Gateway *Gateway
+	// Jobs is how many attacks run at once; 0 is [DefaultJobs], 1 runs them one after
+	// another.
+	Jobs int
 	// Progress, when set, gets a line per attack as it ends.
 	Progress io.Writer
 }
@@ -56,16 +69,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer r.close()
-	rep := &Report{Target: o.Target}
-	for _, a := range o.Attacks {
-		row := r.attack(ctx, a)
-		rep.Rows = append(rep.Rows, row)
+	rep := &Report{Target: o.Target, Rows: make([]Row, len(o.Attacks))}
+	var mu sync.Mutex // guards o.Progress
+	r.each(ctx, func(i int) {
+		rep.Rows[i] = r.one(ctx, i)
 		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "selftest %s: %s %s\n", o.Target, a.ID, verdict(row))
+			mu.Lock()
+			fmt.Fprintf(o.Progress, "selftest %s: %s %s\n", o.Target, o.Attacks[i].ID, verdict(rep.Rows[i]))
+			mu.Unlock()
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
 	rep.finish(time.Since(start))
 	return rep, nil
@@ -78,13 +93,17 @@ func verdict(row Row) string {
 	return "FAIL (expected " + row.Expected + ", seen " + row.Seen + ")"
 }
 
-// run is one run's throw-away home and host-side probes.
+// run is one run's throw-away home and host-side probes. An attack runs on a copy of its
+// own (jobs.go): its probe directory and listener are its alone, so attacks that run at
+// once never see each other's traces.
 type run struct {
 	o                Options
 	work, home, repo string
 	probe, secret    string
 	env              []string
 	listener         *listener
+	blobs            *blob.Store
+	stopGateway      func()
 }
 
 func newRun(ctx context.Context, o Options, work string) (*run, error) {
@@ -123,13 +142,29 @@ func newRun(ctx context.Context, o Options, work string) (*run, error) {
 	if _, err := r.agora(ctx, "apply", "-f", filepath.Join(work, "manifest", "manifest.yaml")); err != nil {
 		return nil, err
 	}
-	if r.listener, err = listen(); err != nil {
-		return nil, err
+	// The dispatches' products are read where agora stored them, by digest, each checked
+	// against its hash: one agora process per attack, not one per product.
+	if r.blobs, err = blob.Open(filepath.Join(r.home, blobDir)); err != nil {
+		return nil, fmt.Errorf("open the throw-away home's blobs: %w", err)
+	}
+	if o.Gateway != nil {
+		if r.stopGateway, err = r.serveGateway(ctx, o.Gateway); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
 
-func (r *run) close() { r.listener.close() }
+// blobDir is where a home keeps its blobs (internal/home's BlobDir, which selftest does not
+// import: it never opens a home).
+const blobDir = "blobs"
+
+func (r *run) close() {
+	r.listener.close()
+	if r.stopGateway != nil {
+		r.stopGateway()
+	}
+}
 
 func withoutHome(env []string) []string {
 	var out []string
@@ -178,7 +213,27 @@ type record struct {
 	Sandbox   string `json:"sandbox"`
 	Network   string `json:"network"`
 	Isolation string `json:"isolation"`
+	// The record shows what the dispatch left on itself, not under "result".
+	products
 }
+
+// products names what a dispatch left by digest.
+type products struct {
+	Patch   *artifact `json:"patch"`
+	Stdout  *artifact `json:"stdout"`
+	Outputs []struct {
+		Path   string        `json:"path"`
+		Digest digest.Digest `json:"digest"`
+	} `json:"outputs"`
+}
+
+type artifact struct {
+	Digest digest.Digest `json:"digest"`
+}
+
+// noCap reads a product whole, as `agora dispatch outputs`, `patch` and `logs` do: agora
+// capped each when it stored it (the worker's outputs and patch, the logs).
+const noCap = 0
 
 // input is the dispatch input of one attack: the values run.sh reads.
 func (r *run) input(a Attack, nonce string) (string, error) {
@@ -191,7 +246,8 @@ func (r *run) input(a Attack, nonce string) (string, error) {
 	return string(b), err
 }
 
-// dispatch runs one attack as a real dispatch and reads its record, outputs and patch.
+// dispatch runs one attack as a real dispatch and reads its record, then its outputs,
+// patch and log from the blobs the record names.
 func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error) {
 	in, err := r.input(a, nonce)
 	if err != nil {
@@ -215,24 +271,52 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error
 		}
 		return seen{}, fmt.Errorf("read the record of attack %s: %v: %s", a.ID, jerr, clip(string(out), 200))
 	}
+	res := &s.rec.products
 	dir := filepath.Join(r.work, "out", s.rec.ID)
-	if _, err := r.agora(ctx, "dispatch", "outputs", s.rec.ID, "--to", dir); err == nil {
-		s.canary, _ = os.ReadFile(filepath.Join(dir, "canary"))
-		s.report, _ = os.ReadFile(filepath.Join(dir, "report"))
-		s.outputs = dir
+	if err := r.writeOutputs(dir, res); err != nil {
+		return seen{}, err
 	}
-	if strings.TrimSpace(string(s.canary)) != nonce {
-		logs, _ := r.agora(ctx, "dispatch", "logs", s.rec.ID)
-		if bytes.Contains(logs, []byte("selftest canary "+nonce+"\n")) {
+	s.outputs = dir
+	s.canary, _ = os.ReadFile(filepath.Join(dir, "canary"))
+	s.report, _ = os.ReadFile(filepath.Join(dir, "report"))
+	if strings.TrimSpace(string(s.canary)) != nonce && res.Stdout != nil {
+		// An attack that fills the disk leaves no outputs; the log keeps the canary.
+		if logs, err := r.blobs.Get(res.Stdout.Digest, noCap); err == nil && bytes.Contains(logs, []byte("selftest canary "+nonce+"\n")) {
 			s.canary = []byte(nonce)
 		}
 	}
-	if a.Observe == ObservePatch {
-		if s.patch, err = r.agora(ctx, "dispatch", "patch", s.rec.ID); err != nil {
-			return seen{}, err
+	if a.Observe == ObservePatch && res.Patch != nil {
+		if s.patch, err = r.blobs.Get(res.Patch.Digest, noCap); err != nil {
+			return seen{}, fmt.Errorf("read the patch of attack %s: %w", a.ID, err)
 		}
 	}
 	return s, nil
+}
+
+// writeOutputs writes the dispatch's outputs under dir as `agora dispatch outputs --to`
+// would: the observations read files there. A path agora let through is clean and
+// relative; one that is not is skipped.
+func (r *run) writeOutputs(dir string, res *products) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, o := range res.Outputs {
+		if !filepath.IsLocal(o.Path) {
+			continue
+		}
+		b, err := r.blobs.Get(o.Digest, noCap)
+		if err != nil {
+			return fmt.Errorf("read the output %s of a selftest dispatch: %w", o.Path, err)
+		}
+		p := filepath.Join(dir, o.Path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			return fmt.Errorf("write the output %s of a selftest dispatch: %w", o.Path, err)
+		}
+	}
+	return nil
 }
 
 func randomHex() (string, error) {
