@@ -84,7 +84,7 @@ func (r *run) one(ctx context.Context, i int) Row {
 		ar.listener.close()
 	}
 	if note := r.unseen(a); note != "" && row.Seen == Blocked {
-		row.Evidence += " (" + note + ")"
+		row.Evidence = note + ": " + row.Evidence
 	}
 	row.Seconds = time.Since(start).Round(time.Millisecond).Seconds()
 	return row
@@ -133,7 +133,7 @@ func (r *run) unseen(a Attack) string {
 		return ""
 	}
 	if len(named) == 1 {
-		return fmt.Sprintf("on provider %s %s is a host path the sandbox does not have at all", r.o.Provider, named[0])
+		return fmt.Sprintf("%s is a host path a %s sandbox does not have at all", named[0], r.o.Provider)
 	}
-	return fmt.Sprintf("on provider %s %s are host paths the sandbox does not have at all", r.o.Provider, strings.Join(named, ", "))
+	return fmt.Sprintf("%s are host paths a %s sandbox does not have at all", strings.Join(named, " and "), r.o.Provider)
 }
