@@ -231,6 +231,9 @@ type artifact struct {
 	Digest digest.Digest `json:"digest"`
 }
 
+// podStart is what a kubernetes target's attack adds to its time limit for the pod to start.
+const podStart = 20 * time.Second
+
 // noCap reads a product whole, as `agora dispatch outputs`, `patch` and `logs` do: agora
 // capped each when it stored it (the worker's outputs and patch, the logs).
 const noCap = 0
@@ -260,7 +263,13 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error
 	args := []string{"dispatch", "run", "--in-process", "--subagent", sub, "--target", r.o.Target,
 		"--repo", r.repo, "--input", in, "-o", "json"}
 	if a.Timeout > 0 {
-		args = append(args, "--timeout", a.Timeout.String())
+		t := a.Timeout
+		if r.o.Provider == "kubernetes" {
+			// A pod's time limit runs from its Job's creation: the image pulls and the
+			// init container's fetch come before the program's first line.
+			t += podStart
+		}
+		args = append(args, "--timeout", t.String())
 	}
 	out, err := r.agora(ctx, args...)
 	var s seen
