@@ -1,0 +1,59 @@
+package selftest_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/selftest"
+)
+
+// TestSelftest_DockerWholeCorpus runs the whole corpus on a `provider: docker` target through
+// podman's Docker API, in the toolchain image the container tests use (busybox and git:
+// scripts/images.sh toolchain). No attack may be seen allowed, every legitimate operation
+// that ran must work, and the only rows that may fail are those whose tool the image does not
+// have (curl, perl: not run, saying which) or whose control the host does not enforce.
+func TestSelftest_DockerWholeCorpus(t *testing.T) {
+	needTools(t)
+	host, image := os.Getenv("DOCKER_HOST"), os.Getenv("AGORA_TOOLCHAIN_IMAGE")
+	if host == "" || image == "" {
+		t.Skip("SKIP: DOCKER_HOST or AGORA_TOOLCHAIN_IMAGE unset: export the lines scripts/podman.sh and scripts/images.sh toolchain print")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: a docker target needs agora as root (it hands each dispatch a uid of its own: docs/providers.md)")
+	}
+	yml := fmt.Sprintf("targets:\n  box:\n    provider: docker\n    image: %s\n    docker_host: %s\n", image, host)
+	_, res, code := runSelftest(t, yml, "--target", "box")
+	rep := res.Reports[0]
+	logTimes(t, rep)
+	checkContained(t, rep)
+	if code != 0 && rep.Failed == 0 {
+		t.Errorf("exit %d with no failed row", code)
+	}
+}
+
+// checkContained fails on any row that shows a boundary broken or a legitimate operation
+// refused, and on a row not run for any reason but a tool the sandbox's image lacks; it logs
+// the rows that did not run.
+func checkContained(t *testing.T, rep selftest.Report) {
+	t.Helper()
+	var missing []string
+	for _, r := range rep.Rows {
+		switch {
+		case r.Pass:
+		case r.Seen == selftest.NotRun && strings.Contains(r.Evidence, "is not installed in the sandbox"):
+			missing = append(missing, r.ID)
+		case r.Seen == selftest.NotEnforced:
+			t.Logf("%s: not enforced here: %s", r.ID, r.Evidence)
+		default:
+			t.Errorf("%s: expected %s, seen %s: %s", r.ID, r.Expected, r.Seen, r.Evidence)
+		}
+	}
+	if len(missing) > 0 {
+		t.Logf("not run, a tool missing from the image: %s", strings.Join(missing, " "))
+	}
+	if len(missing) > len(rep.Rows)/2 {
+		t.Errorf("%d of %d rows not run for a missing tool: the image is not one the corpus can attack from", len(missing), len(rep.Rows))
+	}
+}
