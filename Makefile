@@ -70,8 +70,10 @@ vet:
 # cli: 6-9 minutes each beside the others, much of it waiting on sandboxes, clusters and real
 # CLIs) start at once and every other package runs beside them, and the next longest start as
 # those end, not last: internal/web (two minutes), started in ./...'s order, ran alone for the
-# last 74 s of the step. The order is by package time in a full `go test -json` unit run
-# (docs/BENCHMARKS.md "CI time": the jq command there lists them). Results print in this
+# last 74 s of the step. internal/selftest (the whole corpus on bubblewrap, podman and the
+# real kubelet: 2-4 minutes, mostly containers and pods starting) starts next. The order is by
+# package time in a full `go test -json` unit run (docs/BENCHMARKS.md "CI time": the jq
+# command there lists them). Results print in this
 # order. Five packages at a time (UNIT_P): with go test's default of two on two cores, their
 # waits left a third of the CPU idle (the unit step 1,536 s with two, 1,084 s with four, same
 # code), and with four, 20-39% of minutes 4-8, while the four longest all wait (1,050 s with
@@ -79,7 +81,8 @@ vet:
 # found with make stress, which runs packages as many at a time beside a CPU hog. 40 minutes
 # a package, for a slow machine.
 UNIT_FIRST = ./internal/dispatch ./internal/compute/kubernetes ./internal/orch/service ./internal/cli \
-	./internal/mcpserver ./internal/netgw ./internal/web ./internal/k8stest ./internal/replicate \
+	./internal/selftest ./internal/mcpserver ./internal/netgw ./internal/web ./internal/k8stest \
+	./internal/replicate \
 	./internal/orch/cron ./internal/audit/verify ./internal/runtime/claudert/claudeadapter \
 	./internal/secret ./internal/orch/plan ./internal/audit ./internal/workerbin ./internal/lease \
 	./cmd/agora-worker
