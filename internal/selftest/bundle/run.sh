@@ -17,6 +17,15 @@ port=$(field port)
 worker=$(field worker)
 memory=$(field memory)
 disk=$(field disk)
+# The runner's host-side fixtures (docs/selftest.md): a listener on the host's IPv6
+# loopback, a DNS resolver on its loopback, the granted host (ADDRESS:PORT), a Unix socket
+# of the host and an abstract one; empty when this host cannot give one.
+port6=$(field port6)
+dnsport=$(field dnsport)
+granted=$(field granted)
+sock=$(field sock)
+abstract=$(field abstract)
+mark="mark-$nonce"
 here="$AGORA_CAPABILITIES/selftest"
 out="$AGORA_OUT/outputs"
 mkdir -p "$out"
@@ -44,6 +53,14 @@ attempt() {
 	else
 		report refused "$r"
 	fi
+}
+
+# need VALUE WHAT reports missing (not run) when the runner could not give VALUE here; use
+# it as "need "$x" what || return 0".
+need() {
+	[ -n "$1" ] && return 0
+	report missing "$2 is not available on this host"
+	return 1
 }
 
 case "$attack" in

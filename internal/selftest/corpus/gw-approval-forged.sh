@@ -1,0 +1,7 @@
+# class: gateway
+# subagent: gw
+# observe: approval
+# expect: blocked
+# control: gateway
+# reason: a made-up call put to a person for approval; the gateway finds the holding rule itself and refuses a call none holds
+attempt curl -sS -f --max-time 2 --unix-socket /agora/gateway/gateway.sock -H 'Content-Type: application/json' -d "{\"tool\":\"run_command\",\"call_id\":\"$mark\",\"args\":{\"argv\":[\"sh\",\"-c\",\"true\"]}}" http://gateway/approval

@@ -1,0 +1,7 @@
+# class: gateway
+# subagent: gw
+# observe: model
+# expect: blocked
+# control: gateway
+# reason: a model request for another model than the subagent's; the gateway pins the model and the API never sees it
+attempt curl -sS -f --max-time 2 --unix-socket /agora/gateway/gateway.sock -H 'Content-Type: application/json' -d "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"$mark\"}]}" http://gateway/model/chat/completions
