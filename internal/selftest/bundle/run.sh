@@ -26,6 +26,10 @@ granted=$(field granted)
 sock=$(field sock)
 abstract=$(field abstract)
 mark="mark-$nonce"
+# The model gateway's socket, beside the capability files (model runtimes only); empty when
+# this dispatch has none.
+gwsock="${AGORA_CAPABILITIES%/*}/gateway/gateway.sock"
+[ -S "$gwsock" ] || gwsock=
 here="$AGORA_CAPABILITIES/selftest"
 out="$AGORA_OUT/outputs"
 mkdir -p "$out"

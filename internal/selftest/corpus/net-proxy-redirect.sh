@@ -5,4 +5,4 @@
 # control: proxy
 # reason: the granted host redirects to the host's loopback (a reflection); the proxy judges the redirect's target as any other request
 need "$granted" "the granted host (127.0.0.2)" || return 0
-attempt curl -sS -f -o /dev/null --max-time 2 --noproxy '' -L "http://$granted/selftest/redirect/$port/$nonce"
+attempt curl -sS -f -o /dev/null --max-time 2 --noproxy '' -L -H "Connection: close" "http://$granted/selftest/redirect/$port/$nonce"
