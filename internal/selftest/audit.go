@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
 )
 
 // The audit attacks are the host's: after a dispatch the runner exports the throw-away
@@ -56,7 +58,7 @@ func decideAudit(entries []logEntry, want, what string, allowedOnly bool, status
 	}
 	for _, e := range entries {
 		b, _ := json.Marshal(e)
-		if bytes.Contains(b, []byte(want)) && (!allowedOnly || e.Details["decision"] == "allowed") {
+		if bytes.Contains(b, []byte(want)) && (!allowedOnly || e.Details[entry.KeyDecision] == "allowed") {
 			return Allowed, fmt.Sprintf("audit entry %d (%s) holds %s", e.Seq, e.Kind, what)
 		}
 	}
