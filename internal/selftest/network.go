@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -31,6 +32,10 @@ const grantedAddr = "127.0.0.2"
 // fixtureCap caps what a fixture keeps of one request or connection.
 const fixtureCap = 8 << 10
 
+// quiet is the fixtures' HTTP servers' error log: an attack's broken handshake is the
+// attack's, and the person's terminal is for the table.
+var quiet = log.New(io.Discard, "", 0)
+
 // fixtures are the runner's host-side servers for the network and gateway attacks: what
 // reaches one of them crossed a boundary, or was let through by agora on purpose (the
 // granted host, the model). Each keeps what it got, so an observation can look for a run's
@@ -41,8 +46,10 @@ type fixtures struct {
 	// dnsPort is a UDP "resolver" on the host's loopback that keeps every query.
 	dnsPort int
 	// grantedPort is the granted host's HTTP server on grantedAddr (also the scripted model
-	// at /v1/), 0 when the address cannot be bound here.
-	grantedPort int
+	// at /v1/), 0 when the address cannot be bound here; tlsPort and tlsPort2 the same host
+	// over TLS (tlsfixture.go), with caFile its CA's certificate.
+	grantedPort, tlsPort, tlsPort2 int
+	caFile                         string
 	// sock is a Unix socket in the host's temporary directory, abstract one in the host's
 	// abstract namespace (which belongs to its network namespace).
 	sock, abstract string
@@ -84,6 +91,9 @@ func startFixtures(work string) (*fixtures, error) {
 	if l, err := net.Listen("tcp", grantedAddr+":0"); err == nil {
 		fx.grantedPort = l.Addr().(*net.TCPAddr).Port
 		fx.serveHTTP(l)
+		if err := fx.startTLS(work); err != nil {
+			fx.tlsPort, fx.tlsPort2, fx.caFile = 0, 0, ""
+		}
 	}
 	dir := filepath.Join(work, "sock")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -122,6 +132,12 @@ func (fx *fixtures) close() {
 func (fx *fixtures) keep(list *[]string, what string, b []byte) {
 	if len(b) > fixtureCap {
 		b = b[:fixtureCap]
+	}
+	// The evidence names a secret that got here, never its value.
+	for _, sec := range [][2]string{{fx.token, "SELFTEST_TOKEN"}, {fx.otherToken, "SELFTEST_OTHER_TOKEN"}, {fx.modelKey, "OPENAI_API_KEY"}, {fx.envSecret, "SELFTEST_SECRET"}} {
+		if sec[0] != "" {
+			b = bytes.ReplaceAll(b, []byte(sec[0]), []byte("<the value of "+sec[1]+">"))
+		}
 	}
 	fx.mu.Lock()
 	*list = append(*list, what+": "+string(b))
@@ -186,7 +202,7 @@ func (fx *fixtures) serveDNS(pc net.PacketConn) {
 
 // serveHTTP serves the granted host and the scripted model on l.
 func (fx *fixtures) serveHTTP(l net.Listener) {
-	srv := &http.Server{Handler: http.HandlerFunc(fx.handle), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: http.HandlerFunc(fx.handle), ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet}
 	fx.closers = append(fx.closers, srv)
 	fx.wg.Add(1)
 	go func() {
@@ -202,8 +218,12 @@ func (fx *fixtures) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	var head bytes.Buffer
 	fmt.Fprintf(&head, "%s %s %s Host: %s", r.Method, r.RequestURI, r.Proto, r.Host)
-	for k, vs := range r.Header {
-		fmt.Fprintf(&head, " %s: %s", k, strings.Join(vs, ", "))
+	// Authorization first: the evidence is cut, and what the host got as a credential is
+	// what the credential attacks are about.
+	for _, k := range slices.SortedFunc(maps.Keys(r.Header), func(a, b string) int {
+		return strings.Compare(strings.TrimPrefix(a, "Authorization"), strings.TrimPrefix(b, "Authorization"))
+	}) {
+		fmt.Fprintf(&head, " %s: %s", k, strings.Join(r.Header[k], ", "))
 	}
 	fx.keep(&fx.got, "the granted host", head.Bytes())
 	// /selftest/redirect/PORT/NONCE answers with a redirect to the host's loopback: a
@@ -221,9 +241,11 @@ func (fx *fixtures) handle(w http.ResponseWriter, r *http.Request) {
 // input adds the fixtures' addresses to an attack's input.
 func (fx *fixtures) input(m map[string]string) {
 	m["port6"], m["dnsport"] = portString(fx.port6), portString(fx.dnsPort)
-	m["granted"] = ""
-	if fx.grantedPort != 0 {
-		m["granted"] = grantedAddr + ":" + strconv.Itoa(fx.grantedPort)
+	for k, p := range map[string]int{"granted": fx.grantedPort, "granted_tls": fx.tlsPort, "granted_tls2": fx.tlsPort2} {
+		m[k] = ""
+		if p != 0 {
+			m[k] = grantedAddr + ":" + strconv.Itoa(p)
+		}
 	}
 	m["sock"], m["abstract"] = fx.sock, fx.abstract
 }
@@ -236,7 +258,8 @@ func portString(p int) string {
 }
 
 // config returns the throw-away home's agora.yaml with grantedAddr admitted by
-// egress.allow_private, so that the proxy and the gateway reach the fixtures there.
+// egress.allow_private, so that the proxy and the gateway reach the fixtures there, and the
+// fixtures' CA in egress.ca_certs.
 func (fx *fixtures) config(cfg []byte) ([]byte, error) {
 	if fx.grantedPort == 0 {
 		return cfg, nil
@@ -249,14 +272,21 @@ func (fx *fixtures) config(cfg []byte) ([]byte, error) {
 		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode}}}
 	}
 	egress := child(doc.Content[0], "egress", yaml.MappingNode)
-	allow := child(egress, "allow_private", yaml.SequenceNode)
-	for _, n := range allow.Content {
-		if n.Value == grantedAddr+"/32" {
-			return cfg, nil
+	add(child(egress, "allow_private", yaml.SequenceNode), grantedAddr+"/32")
+	if fx.caFile != "" {
+		add(child(egress, "ca_certs", yaml.SequenceNode), fx.caFile)
+	}
+	return yaml.Marshal(&doc)
+}
+
+// add appends v to the sequence seq unless it holds it.
+func add(seq *yaml.Node, v string) {
+	for _, n := range seq.Content {
+		if n.Value == v {
+			return
 		}
 	}
-	allow.Content = append(allow.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: grantedAddr + "/32"})
-	return yaml.Marshal(&doc)
+	seq.Content = append(seq.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: v})
 }
 
 // child returns m's value under key, added (of kind) when m has none.
@@ -296,12 +326,18 @@ func (fx *fixtures) setup(ctx context.Context, r *run) error {
 		errs = append(errs, err)
 		return s
 	}
+	// SELFTEST_TOKEN is bound to the granted host's first TLS port (443 when it has none, which
+	// nothing here serves): the proxy terminates TLS there and reads every request.
+	bound := grantedAddr
+	if fx.tlsPort != 0 {
+		bound += ":" + strconv.Itoa(fx.tlsPort)
+	}
 	model := []string{"env", "register", envModel,
 		"--value", "OPENAI_BASE_URL=http://" + grantedAddr + ":" + strconv.Itoa(fx.grantedPort) + "/v1",
 		"--secret", "OPENAI_API_KEY=" + src("model-key", fx.modelKey),
 		"--secret", "SELFTEST_SECRET=" + src("env-secret", fx.envSecret)}
 	cred := []string{"env", "register", envCred,
-		"--secret", "SELFTEST_TOKEN=" + src("token", fx.token), "--bind-host", "SELFTEST_TOKEN=" + grantedAddr,
+		"--secret", "SELFTEST_TOKEN=" + src("token", fx.token), "--bind-host", "SELFTEST_TOKEN=" + bound,
 		"--secret", "SELFTEST_OTHER_TOKEN=" + src("other-token", fx.otherToken), "--bind-host", "SELFTEST_OTHER_TOKEN=127.0.0.3"}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("write the selftest's secrets: %w", err)

@@ -18,11 +18,14 @@ worker=$(field worker)
 memory=$(field memory)
 disk=$(field disk)
 # The runner's host-side fixtures (docs/selftest.md): a listener on the host's IPv6
-# loopback, a DNS resolver on its loopback, the granted host (ADDRESS:PORT), a Unix socket
-# of the host and an abstract one; empty when this host cannot give one.
+# loopback, a DNS resolver on its loopback, the granted host (ADDRESS:PORT; over TLS on two
+# more ports), a Unix socket of the host and an abstract one; empty when this host cannot
+# give one.
 port6=$(field port6)
 dnsport=$(field dnsport)
 granted=$(field granted)
+granted_tls=$(field granted_tls)
+granted_tls2=$(field granted_tls2)
 sock=$(field sock)
 abstract=$(field abstract)
 mark="mark-$nonce"
