@@ -6,10 +6,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -216,5 +218,54 @@ func TestFixtures_Saw(t *testing.T) {
 	}
 	if fx.saw("abc123") == "" || fx.saw("zzz") != "" {
 		t.Errorf("saw(abc123) = %q, saw(zzz) = %q", fx.saw("abc123"), fx.saw("zzz"))
+	}
+}
+
+// TestStartFixtures starts the fixtures on this host and reaches each one as an attack that
+// crossed a boundary would: what it sends is found by its nonce, and close ends them all.
+func TestStartFixtures(t *testing.T) {
+	fx, err := startFixtures(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fx.close()
+	send := func(network, addr, nonce string) {
+		t.Helper()
+		c, err := net.Dial(network, addr)
+		if err != nil {
+			t.Fatalf("dial %s %s: %v", network, addr, err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /"+nonce+" HTTP/1.0\r\n\r\n")
+	}
+	wait := func(nonce string) {
+		t.Helper()
+		for i := 0; i < 200 && fx.saw(nonce) == ""; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if fx.saw(nonce) == "" {
+			t.Errorf("no fixture saw %s", nonce)
+		}
+	}
+	send("udp", "127.0.0.1:"+portString(fx.dnsPort), "n-dns")
+	wait("n-dns")
+	if fx.sock != "" {
+		send("unix", fx.sock, "n-sock")
+		wait("n-sock")
+	}
+	if fx.abstract != "" {
+		send("unix", "@"+fx.abstract, "n-abstract")
+		wait("n-abstract")
+	}
+	if fx.port6 != 0 {
+		send("tcp", "[::1]:"+portString(fx.port6), "n-six")
+		wait("n-six")
+	}
+	if fx.grantedPort != 0 {
+		send("tcp", grantedAddr+":"+portString(fx.grantedPort), "n-granted")
+		wait("n-granted")
+	}
+	if fx.saw("n-none") != "" {
+		t.Error("a nonce nobody sent was seen")
 	}
 }

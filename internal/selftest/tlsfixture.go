@@ -60,6 +60,7 @@ func (fx *fixtures) startTLS(dir string) error {
 	if err := os.WriteFile(fx.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
 		return fmt.Errorf("write the selftest's CA: %w", err)
 	}
+	// Each server gets its own copy: serving sets its protocols on the config.
 	cfg := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
 	for _, port := range []*int{&fx.tlsPort, &fx.tlsPort2} {
 		l, err := net.Listen("tcp", grantedAddr+":0")
@@ -67,7 +68,7 @@ func (fx *fixtures) startTLS(dir string) error {
 			return err
 		}
 		*port = l.Addr().(*net.TCPAddr).Port
-		srv := &http.Server{Handler: http.HandlerFunc(fx.handle), ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet, TLSConfig: cfg}
+		srv := &http.Server{Handler: http.HandlerFunc(fx.handle), ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet, TLSConfig: cfg.Clone()}
 		fx.closers = append(fx.closers, srv)
 		fx.wg.Add(1)
 		go func() {
