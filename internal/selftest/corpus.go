@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/shellwords"
 )
 
 // Expected outcomes of an attack.
@@ -60,8 +62,13 @@ type Attack struct {
 	// Needs names an enforcement the dispatch's record must show (its isolation), else the
 	// attack is reported "not enforced here".
 	Needs string
-	// Subagent is "" (no network grant) or "net" (a grant of one host, behind the proxy).
+	// Subagent is "" (no network grant), "net" (behind the egress proxy, with the grants of
+	// bundle/capability-net.yaml) or "gw" (an openai subagent whose scripted model on the
+	// host's loopback asks it to run the program, so that the model gateway is there).
 	Subagent string
+	// Dispatch are more flags of its `agora dispatch run` (a verify gate, a budget, an env
+	// bundle), from the "# dispatch:" header read as one simple shell command line.
+	Dispatch []string
 	// Timeout narrows the dispatch's time limit (--timeout); 0 keeps the target's.
 	Timeout time.Duration
 	// Program is the shell program the worker runs (the file, header included).
@@ -139,6 +146,12 @@ func (a *Attack) set(k, v string) error {
 		a.Needs = v
 	case "subagent":
 		a.Subagent = v
+	case "dispatch":
+		w, err := shellwords.Split(v)
+		if err != nil {
+			return fmt.Errorf("dispatch: %w", err)
+		}
+		a.Dispatch = w
 	case "observe":
 		a.Observe, a.Arg, _ = strings.Cut(v, " ")
 	case "timeout":
@@ -159,8 +172,8 @@ func (a *Attack) valid() error {
 		return fmt.Errorf("class, control and reason are required")
 	case a.Expect != Blocked && a.Expect != Allowed:
 		return fmt.Errorf("expect %q: want %s or %s", a.Expect, Blocked, Allowed)
-	case a.Subagent != "" && a.Subagent != "net":
-		return fmt.Errorf("subagent %q: want net or nothing", a.Subagent)
+	case a.Subagent != "" && a.Subagent != "net" && a.Subagent != "gw":
+		return fmt.Errorf("subagent %q: want net, gw or nothing", a.Subagent)
 	case a.Needs != "" && a.Needs != NeedsDiskQuota:
 		return fmt.Errorf("needs %q: want %s", a.Needs, NeedsDiskQuota)
 	}
@@ -174,7 +187,7 @@ func (a *Attack) valid() error {
 			return fmt.Errorf("observe %s needs an argument", a.Observe)
 		}
 	default:
-		return fmt.Errorf("observe %q: unknown", a.Observe)
+		return validHostObservation(a.Observe, a.Arg)
 	}
 	return nil
 }

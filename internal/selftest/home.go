@@ -17,21 +17,27 @@ var bundleFS embed.FS
 const (
 	subagentName    = "selftest"
 	subagentNetName = "selftest-net"
+	subagentGWName  = "selftest-gw"
 )
 
-// manifest is the throw-away home's catalog: the attack programs as one capability, and two
-// subagents that run them, without and with a grant of one host.
+// manifest is the throw-away home's catalog: the attack programs as one capability, and the
+// subagents that run them: without a network grant, behind the egress proxy (bundle's
+// capability-net.yaml), and under a model runtime with the model gateway (gateway.go).
 const manifest = `version: 1
 capabilities:
   - name: selftest
     from: capabilities/selftest
   - name: selftest-net
     from: capabilities/selftest-net
+  - name: selftest-gw
+    from: capabilities/selftest-gw
 subagents:
   - name: selftest
     from: subagents/selftest.yaml
   - name: selftest-net
     from: subagents/selftest-net.yaml
+  - name: selftest-gw
+    from: subagents/selftest-gw.yaml
 `
 
 // writeManifest lays out the catalog under dir: bundle/ and every attack's program.
@@ -42,6 +48,8 @@ func writeManifest(dir string, attacks []Attack) error {
 		"capabilities/selftest-net/capability.yaml": "bundle/capability-net.yaml",
 		"subagents/selftest.yaml":                   "bundle/subagent.yaml",
 		"subagents/selftest-net.yaml":               "bundle/subagent-net.yaml",
+		"capabilities/selftest-gw/capability.yaml":  "bundle/capability-gw.yaml",
+		"subagents/selftest-gw.yaml":                "bundle/subagent-gw.yaml",
 	}
 	for to, from := range files {
 		b, err := fs.ReadFile(bundleFS, from)

@@ -20,6 +20,8 @@ type seen struct {
 	outputs        string
 	// probe is what the host-side probe saw ("" when it saw nothing).
 	probe string
+	// host is what the observations of fixtures.go need.
+	host hostSeen
 }
 
 // diskFix is agora doctor's fix for its disk-quota row.
@@ -128,7 +130,7 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 		}
 		return Blocked, "the outputs lack " + a.Arg
 	}
-	return NotRun, "unknown observation " + a.Observe
+	return r.decideHost(a, nonce, s, status, said)
 }
 
 // patchNames reports whether a diff --git header of patch names a path starting with p.

@@ -64,7 +64,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("make the selftest's throw-away home: %w", err)
 	}
 	defer os.RemoveAll(work)
-	r, err := newRun(ctx, o, work)
+	fx, err := startFixtures(work)
+	if err != nil {
+		return nil, err
+	}
+	defer fx.close()
+	r, err := newRun(ctx, o, work, fx)
 	if err != nil {
 		return nil, err
 	}
@@ -104,15 +109,16 @@ type run struct {
 	listener         *listener
 	blobs            *blob.Store
 	stopGateway      func()
+	fx               *fixtures
 }
 
-func newRun(ctx context.Context, o Options, work string) (*run, error) {
+func newRun(ctx context.Context, o Options, work string, fx *fixtures) (*run, error) {
 	secret, err := randomHex()
 	if err != nil {
 		return nil, err
 	}
 	r := &run{o: o, work: work, home: filepath.Join(work, "home"), repo: filepath.Join(work, "repo"),
-		probe: filepath.Join(work, "probe"), secret: secret}
+		probe: filepath.Join(work, "probe"), secret: secret, fx: fx}
 	for _, p := range []string{o.Home, r.probe, o.Worker} {
 		if strings.ContainsAny(p, `"\`) {
 			return nil, fmt.Errorf("selftest cannot pass the path %q to its attacks: it holds a quote or a backslash", p)
@@ -136,10 +142,17 @@ func newRun(ctx context.Context, o Options, work string) (*run, error) {
 	if _, err := r.agora(ctx, "init"); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(r.home, "agora.yaml"), o.Config, 0o600); err != nil {
+	cfg, err := fx.config(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(r.home, "agora.yaml"), cfg, 0o600); err != nil {
 		return nil, fmt.Errorf("write the throw-away home's agora.yaml: %w", err)
 	}
 	if _, err := r.agora(ctx, "apply", "-f", filepath.Join(work, "manifest", "manifest.yaml")); err != nil {
+		return nil, err
+	}
+	if err := fx.setup(ctx, r); err != nil {
 		return nil, err
 	}
 	// The dispatches' products are read where agora stored them, by digest, each checked
@@ -240,12 +253,14 @@ const noCap = 0
 
 // input is the dispatch input of one attack: the values run.sh reads.
 func (r *run) input(a Attack, nonce string) (string, error) {
-	b, err := json.Marshal(map[string]string{
+	m := map[string]string{
 		"attack": a.ID, "nonce": nonce, "home": r.o.Home, "probe": r.probe, "worker": r.o.Worker,
 		"port":   strconv.Itoa(r.listener.port()),
 		"memory": strconv.FormatInt(r.o.Memory+1<<20, 10),
 		"disk":   strconv.FormatInt(r.o.Disk>>20+1, 10),
-	})
+	}
+	r.fx.input(m)
+	b, err := json.Marshal(m)
 	return string(b), err
 }
 
@@ -256,12 +271,9 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error
 	if err != nil {
 		return seen{}, err
 	}
-	sub := subagentName
-	if a.Subagent == "net" {
-		sub = subagentNetName
-	}
-	args := []string{"dispatch", "run", "--in-process", "--subagent", sub, "--target", r.o.Target,
+	args := []string{"dispatch", "run", "--in-process", "--subagent", subagentFor(a), "--target", r.o.Target,
 		"--repo", r.repo, "--input", in, "-o", "json"}
+	args = append(args, r.dispatchArgs(a)...)
 	if a.Timeout > 0 {
 		t := a.Timeout
 		if r.o.Provider == "kubernetes" {
@@ -298,6 +310,9 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error
 		if s.patch, err = r.blobs.Get(res.Patch.Digest, noCap); err != nil {
 			return seen{}, fmt.Errorf("read the patch of attack %s: %w", a.ID, err)
 		}
+	}
+	if s.host, err = r.gather(ctx, a, nonce, out); err != nil {
+		return seen{}, err
 	}
 	return s, nil
 }

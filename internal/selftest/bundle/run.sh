@@ -17,6 +17,22 @@ port=$(field port)
 worker=$(field worker)
 memory=$(field memory)
 disk=$(field disk)
+# The runner's host-side fixtures (docs/selftest.md): a listener on the host's IPv6
+# loopback, a DNS resolver on its loopback, the granted host (ADDRESS:PORT; over TLS on two
+# more ports), a Unix socket of the host and an abstract one; empty when this host cannot
+# give one.
+port6=$(field port6)
+dnsport=$(field dnsport)
+granted=$(field granted)
+granted_tls=$(field granted_tls)
+granted_tls2=$(field granted_tls2)
+sock=$(field sock)
+abstract=$(field abstract)
+mark="mark-$nonce"
+# The model gateway's socket, beside the capability files (model runtimes only); empty when
+# this dispatch has none.
+gwsock="${AGORA_CAPABILITIES%/*}/gateway/gateway.sock"
+[ -S "$gwsock" ] || gwsock=
 here="$AGORA_CAPABILITIES/selftest"
 out="$AGORA_OUT/outputs"
 mkdir -p "$out"
@@ -44,6 +60,14 @@ attempt() {
 	else
 		report refused "$r"
 	fi
+}
+
+# need VALUE WHAT reports missing (not run) when the runner could not give VALUE here; use
+# it as "need "$x" what || return 0".
+need() {
+	[ -n "$1" ] && return 0
+	report missing "$2 is not available on this host"
+	return 1
 }
 
 case "$attack" in
