@@ -11,7 +11,7 @@ my $pid;
 for my $d (glob "/proc/[0-9]*") {
 	open my $c, "<", "$d/cmdline" or next;
 	local $/; my $cl = <$c> // "";
-	if ($cl =~ m{agora-worker\0}) { ($pid) = $d =~ /(\d+)$/; last }
+	if ($cl =~ m{/agora-worker[^/\0]*\0}) { ($pid) = $d =~ /(\d+)$/; last }
 }
 rep("refused", "no worker process visible") unless $pid;
 # PTRACE_SEIZE stops nothing; the tracee is detached when this process exits.

@@ -6,6 +6,12 @@ command -v perl >/dev/null || { report missing "perl is not installed in the san
 perl -e '
 sub rep { open my $f, ">", "$ARGV[0]/report" or die; print $f "$_[0]\t$_[1]\n"; exit 0 }
 my @fh;
-for my $i (1 .. 8192) { open my $f, "<", "/dev/null" or rep("refused", "open failed after $i descriptors: $!"); push @fh, $f }
+for my $i (1 .. 8192) {
+	my $f;
+	if (open $f, "<", "/dev/null") { push @fh, $f; next }
+	my $e = "$!";
+	@fh = (); # the report needs a descriptor of its own
+	rep("refused", "open number $i failed: $e");
+}
 rep("done", "held 8192 open files");
 ' "$out"
