@@ -47,6 +47,9 @@ const (
 	ObservePatch = "patch"
 	// ObserveOutput: allowed when the dispatch's outputs hold the named file.
 	ObserveOutput = "output"
+	// ObserveLogs: blocked when the standard output the host kept for the dispatch is at
+	// most the argument ("5MiB") and the program reported done (it wrote all it meant to).
+	ObserveLogs = "logs"
 )
 
 // Attack is one entry of the corpus.
@@ -185,6 +188,10 @@ func (a *Attack) valid() error {
 	case ObserveReason, ObserveState, ObservePatch, ObserveOutput:
 		if a.Arg == "" {
 			return fmt.Errorf("observe %s needs an argument", a.Observe)
+		}
+	case ObserveLogs:
+		if _, err := logsLimit(a.Arg); err != nil {
+			return fmt.Errorf("observe %s: %w", a.Observe, err)
 		}
 	default:
 		return validHostObservation(a.Observe, a.Arg)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -22,6 +23,9 @@ type seen struct {
 	probe string
 	// host is what the observations of fixtures.go need.
 	host hostSeen
+	// logs is the size of the standard output the host kept (ObserveLogs only); -1 when
+	// it could not be read.
+	logs int64
 }
 
 // diskFix is agora doctor's fix for its disk-quota row.
@@ -37,6 +41,9 @@ func (r *run) attack(ctx context.Context, a Attack) Row {
 		s, err = r.dispatch(ctx, a, nonce)
 		if err == nil {
 			s.probe = r.probeAfter(a, nonce)
+			if a.Observe == ObserveLogs {
+				s.logs = r.logSize(ctx, s.rec.ID)
+			}
 			row.Dispatch = s.rec.ID
 			row.Seen, row.Evidence = r.decide(a, nonce, s)
 		}
@@ -129,8 +136,39 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 			return Allowed, "the outputs hold " + a.Arg
 		}
 		return Blocked, "the outputs lack " + a.Arg
+	case ObserveLogs:
+		limit, _ := logsLimit(a.Arg) // Load checked it
+		switch {
+		case s.logs < 0:
+			return NotRun, "the dispatch's logs could not be read (" + rec + ")"
+		case s.logs > limit:
+			return Allowed, fmt.Sprintf("the host kept %d bytes of standard output, more than %s", s.logs, a.Arg)
+		case status != "done":
+			// A program that stopped before its flood proves nothing about the cap.
+			return NotRun, "the program did not report its output written (" + rec + ")"
+		}
+		return Blocked, fmt.Sprintf("the host kept %d bytes of standard output, at most %s: %s", s.logs, a.Arg, said)
 	}
 	return r.decideHost(a, nonce, s, status, said)
+}
+
+// logSize is the size of the standard output the host kept for dispatch id, -1 when it
+// cannot be read.
+func (r *run) logSize(ctx context.Context, id string) int64 {
+	b, err := r.agora(ctx, "dispatch", "logs", id)
+	if err != nil {
+		return -1
+	}
+	return int64(len(b))
+}
+
+// logsLimit reads an ObserveLogs argument: a whole number of MiB ("5MiB").
+func logsLimit(arg string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSuffix(arg, "MiB"), 10, 64)
+	if err != nil || n <= 0 || !strings.HasSuffix(arg, "MiB") {
+		return 0, fmt.Errorf("%q: want a size in MiB, such as 5MiB", arg)
+	}
+	return n << 20, nil
 }
 
 // patchNames reports whether a diff --git header of patch names a path starting with p.

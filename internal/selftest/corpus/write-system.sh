@@ -2,4 +2,5 @@
 # expect: blocked
 # control: sandbox
 # reason: the system directories are bound read-only
-attempt sh -c 'echo x >/usr/bin/agora-selftest-planted || echo x >/etc/agora-selftest-planted'
+# A probe file is made and removed at once, so a host where this is not blocked keeps nothing.
+attempt sh -c 'f=$(mktemp /usr/bin/agora-selftest-XXXXXX) && rm -f "$f" && echo "made $f"'
