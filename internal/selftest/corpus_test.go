@@ -11,7 +11,8 @@ import (
 )
 
 // TestCorpus holds the built-in corpus to its floor: every file parses, and there are at
-// least 30 attacks and 5 legitimate operations across the classes agora claims to stop.
+// least 150 attacks and 25 legitimate operations (docs/selftest.md) across every class of
+// boundary agora claims.
 func TestCorpus(t *testing.T) {
 	all, err := selftest.Corpus()
 	if err != nil {
@@ -27,10 +28,10 @@ func TestCorpus(t *testing.T) {
 			legit++
 		}
 	}
-	if attacks < 30 || legit < 5 {
-		t.Errorf("corpus has %d attacks and %d legitimate operations; want at least 30 and 5", attacks, legit)
+	if attacks < 150 || legit < 25 {
+		t.Errorf("corpus has %d attacks and %d legitimate operations; want at least 150 and 25", attacks, legit)
 	}
-	for _, c := range []string{"host-read", "write-outside", "privilege", "network", "resources", "persistence", "legitimate"} {
+	for _, c := range []string{"host-read", "write-outside", "privilege", "network", "gateway", "resources", "persistence", "audit", "verdicts", "legitimate"} {
 		if !classes[c] {
 			t.Errorf("no attack of class %s", c)
 		}
