@@ -69,6 +69,10 @@ type Attack struct {
 	// bundle/capability-net.yaml) or "gw" (an openai subagent whose scripted model on the
 	// host's loopback asks it to run the program, so that the model gateway is there).
 	Subagent string
+	// Providers, when set, are the only providers the entry is for (the "providers:" header,
+	// e.g. local): it checks a sandbox's layout that only they give, such as bubblewrap's
+	// root holding no directory but the system's, where a container's root is its image's.
+	Providers []string
 	// Dispatch are more flags of its `agora dispatch run` (a verify gate, a budget, an env
 	// bundle), from the "# dispatch:" header read as one simple shell command line.
 	Dispatch []string
@@ -149,6 +153,13 @@ func (a *Attack) set(k, v string) error {
 		a.Needs = v
 	case "subagent":
 		a.Subagent = v
+	case "providers":
+		for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+			if !slices.Contains(knownProviders, p) {
+				return fmt.Errorf("providers: %q is not one of %s", p, strings.Join(knownProviders, ", "))
+			}
+			a.Providers = append(a.Providers, p)
+		}
 	case "dispatch":
 		w, err := shellwords.Split(v)
 		if err != nil {
@@ -167,6 +178,17 @@ func (a *Attack) set(k, v string) error {
 		return fmt.Errorf("unknown header key %q", k)
 	}
 	return nil
+}
+
+// knownProviders are the providers a "providers:" header may name.
+var knownProviders = []string{"local", "docker", "kubernetes"}
+
+// For reports whether the entry runs on a target of provider ("" is local).
+func (a Attack) For(provider string) bool {
+	if provider == "" {
+		provider = "local"
+	}
+	return len(a.Providers) == 0 || slices.Contains(a.Providers, provider)
 }
 
 func (a *Attack) valid() error {

@@ -48,6 +48,7 @@ func TestLoad_Refuses(t *testing.T) {
 		"unknown needs":   "# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n# needs: luck\n",
 		"unknown observe": "# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n# observe: vibes\n",
 		"logs size":       "# class: a\n# expect: blocked\n# control: limits\n# reason: r\n# observe: logs 5GB\n",
+		"providers":       "# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n# providers: local, podman\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := selftest.Load(fstest.MapFS{"c/x.sh": {Data: []byte(body)}}, "c")
@@ -58,6 +59,31 @@ func TestLoad_Refuses(t *testing.T) {
 	}
 	if _, err := selftest.Load(fstest.MapFS{"c/Bad_Id.sh": {Data: []byte("# class: a\n")}}, "c"); err == nil {
 		t.Fatal("an id with capitals and _ was accepted")
+	}
+}
+
+// TestAttack_For: an entry with a providers header runs on those providers only, "" being
+// local; one without runs everywhere.
+func TestAttack_For(t *testing.T) {
+	all, err := selftest.Load(fstest.MapFS{
+		"c/only-local.sh": {Data: []byte("# class: a\n# expect: blocked\n# providers: local\n# control: sandbox\n# reason: r\n")},
+		"c/anywhere.sh":   {Data: []byte("# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n")},
+	}, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anywhere, local := all[0], all[1]
+	for _, c := range []struct {
+		a        selftest.Attack
+		provider string
+		want     bool
+	}{
+		{local, "", true}, {local, "local", true}, {local, "docker", false}, {local, "kubernetes", false},
+		{anywhere, "docker", true}, {anywhere, "", true},
+	} {
+		if got := c.a.For(c.provider); got != c.want {
+			t.Errorf("%s.For(%q) = %v, want %v", c.a.ID, c.provider, got, c.want)
+		}
 	}
 }
 

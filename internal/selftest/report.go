@@ -51,6 +51,8 @@ type Report struct {
 	Failed   int           `json:"failed"`
 	Unenforc int           `json:"not_enforced"`
 	Digest   string        `json:"digest"`
+	// OtherProviders are the entries left out because they are for other providers only.
+	OtherProviders []string `json:"other_providers,omitempty"`
 }
 
 // finish counts the rows and digests the table.
@@ -87,6 +89,9 @@ func (r *Report) Summary() string {
 	s := fmt.Sprintf("selftest %s: %d/%d blocked, %d/%d allowed, %.0f s", r.Target, r.Blocked, r.Attacks, r.Allowed, r.Legit, r.Seconds)
 	if r.Unenforc > 0 {
 		s += fmt.Sprintf(", %d not enforced here", r.Unenforc)
+	}
+	if n := len(r.OtherProviders); n > 0 {
+		s += fmt.Sprintf(", %d for other providers left out", n)
 	}
 	return s
 }

@@ -64,6 +64,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("make the selftest's throw-away home: %w", err)
 	}
 	defer os.RemoveAll(work)
+	var other []string
+	o.Attacks, other = forProvider(o.Attacks, o.Provider)
 	fx, err := startFixtures(work)
 	if err != nil {
 		return nil, err
@@ -74,7 +76,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer r.close()
-	rep := &Report{Target: o.Target, Rows: make([]Row, len(o.Attacks))}
+	rep := &Report{Target: o.Target, Rows: make([]Row, len(o.Attacks)), OtherProviders: other}
 	var mu sync.Mutex // guards o.Progress
 	r.each(ctx, func(i int) {
 		rep.Rows[i] = r.one(ctx, i)
@@ -89,6 +91,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.finish(time.Since(start))
 	return rep, nil
+}
+
+// forProvider splits attacks into those for a target of provider and the ids of the others.
+func forProvider(attacks []Attack, provider string) (mine []Attack, other []string) {
+	for _, a := range attacks {
+		if a.For(provider) {
+			mine = append(mine, a)
+		} else {
+			other = append(other, a.ID)
+		}
+	}
+	return mine, other
 }
 
 func verdict(row Row) string {

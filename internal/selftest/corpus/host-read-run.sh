@@ -1,5 +1,6 @@
 # class: host-read
 # expect: blocked
+# providers: local
 # control: sandbox
 # reason: /run (and /var/run) holds the host's sockets, pid files and mounted secrets (/run/secrets, a pod's service-account token); none of it is bound into the sandbox
 r=""

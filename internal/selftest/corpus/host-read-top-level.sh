@@ -1,5 +1,6 @@
 # class: host-read
 # expect: blocked
+# providers: local
 # control: sandbox
 # reason: the sandbox's root holds only the system directories it needs (/usr and its links, a few /etc files), /proc, /dev, /tmp and /agora; any other top-level directory is the host's
 extra=""
