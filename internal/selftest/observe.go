@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,8 @@ type seen struct {
 	canary, report []byte
 	patch          []byte
 	outputs        string
+	// logs is the dispatch's standard output as agora stored it.
+	logs []byte
 	// probe is what the host-side probe saw ("" when it saw nothing).
 	probe string
 	// host is what the observations of fixtures.go need.
@@ -100,6 +103,11 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 		if strings.Contains(said, r.secret) {
 			return Allowed, "the program read the host's secret"
 		}
+		// The report is clipped and is the program's word: the secret anywhere the dispatch
+		// carried it out (its log, an output) is the same breach.
+		if where := carries(s, r.secret); where != "" {
+			return Allowed, "the host's secret is in the dispatch's " + where
+		}
 		return Blocked, "the host's secret never reached the program: " + clip(said, 120)
 	case ObserveListener, ObserveDropfile, ObserveProcess:
 		if s.probe != "" {
@@ -131,6 +139,33 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 		return Blocked, "the outputs lack " + a.Arg
 	}
 	return r.decideHost(a, nonce, s, status, said)
+}
+
+// carries names the product of s that holds secret (its log, an output, its patch), or "".
+func carries(s seen, secret string) string {
+	if secret == "" {
+		return ""
+	}
+	if bytes.Contains(s.logs, []byte(secret)) {
+		return "log"
+	}
+	if bytes.Contains(s.patch, []byte(secret)) {
+		return "patch"
+	}
+	found := ""
+	if s.outputs != "" {
+		filepath.WalkDir(s.outputs, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() || found != "" {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(secret)) {
+				rel, _ := filepath.Rel(s.outputs, p)
+				found = "output " + rel
+			}
+			return nil
+		})
+	}
+	return found
 }
 
 // patchNames reports whether a diff --git header of patch names a path starting with p.

@@ -1,6 +1,8 @@
 package selftest
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,6 +54,27 @@ func TestDecide(t *testing.T) {
 				t.Errorf("seen %s (%s), want %s", got, ev, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecide_SecretBeyondTheReport: a program that read the host's secret is allowed however
+// its report reads: refused, or clipped before the secret, with the secret in its log or an
+// output.
+func TestDecide_SecretBeyondTheReport(t *testing.T) {
+	r := &run{secret: "s3cret"}
+	a := Attack{Observe: ObserveSecret}
+	outputs := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outputs, "loot"), []byte("x s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]seen{
+		"in the log":   {canary: []byte("n"), report: []byte("refused\tno"), logs: []byte("found s3cret\n")},
+		"in an output": {canary: []byte("n"), report: []byte("refused\tno"), outputs: outputs},
+		"in the patch": {canary: []byte("n"), report: []byte("done\t" + strings.Repeat("x", 400)), patch: []byte("+s3cret\n")},
+	} {
+		if got, ev := r.decide(a, "n", s); got != Allowed {
+			t.Errorf("secret %s: seen %s (%s), want %s", name, got, ev, Allowed)
+		}
 	}
 }
 

@@ -300,13 +300,14 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error
 	s.outputs = dir
 	s.canary, _ = os.ReadFile(filepath.Join(dir, "canary"))
 	s.report, _ = os.ReadFile(filepath.Join(dir, "report"))
-	if strings.TrimSpace(string(s.canary)) != nonce && res.Stdout != nil {
-		// An attack that fills the disk leaves no outputs; the log keeps the canary.
-		if logs, err := r.blobs.Get(res.Stdout.Digest, noCap); err == nil && bytes.Contains(logs, []byte("selftest canary "+nonce+"\n")) {
-			s.canary = []byte(nonce)
-		}
+	if res.Stdout != nil {
+		s.logs, _ = r.blobs.Get(res.Stdout.Digest, noCap)
 	}
-	if a.Observe == ObservePatch && res.Patch != nil {
+	// An attack that fills the disk leaves no outputs; the log keeps the canary.
+	if strings.TrimSpace(string(s.canary)) != nonce && bytes.Contains(s.logs, []byte("selftest canary "+nonce+"\n")) {
+		s.canary = []byte(nonce)
+	}
+	if (a.Observe == ObservePatch || a.Observe == ObserveSecret) && res.Patch != nil {
 		if s.patch, err = r.blobs.Get(res.Patch.Digest, noCap); err != nil {
 			return seen{}, fmt.Errorf("read the patch of attack %s: %w", a.ID, err)
 		}
