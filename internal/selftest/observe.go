@@ -3,6 +3,7 @@ package selftest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -80,7 +81,7 @@ func (r *run) probeAfter(a Attack, nonce string) string {
 // canary of this run did not run: never blocked.
 func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 	rec := fmt.Sprintf("%s %s %s, isolation %s", s.rec.ID, s.rec.State, s.rec.Reason, s.rec.Isolation)
-	if strings.TrimSpace(string(s.canary)) != nonce {
+	if strings.TrimSpace(string(s.canary)) != nonce && !markedEntry(a, s, nonce) {
 		return NotRun, "no canary: the program did not run (" + rec + ": " + s.rec.Detail + ")"
 	}
 	if a.Needs != "" && !hasIsolation(s.rec.Isolation, a.Needs) {
@@ -139,6 +140,22 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 		return Blocked, "the outputs lack " + a.Arg
 	}
 	return r.decideHost(a, nonce, s, status, said)
+}
+
+// markedEntry reports whether a counts the dispatch's audit entries and one holds the run's
+// mark: only the program makes the mark, so the entry shows it ran where the canary cannot
+// (the audit budget that ends the dispatch limit-exceeded, which is the control, keeps its
+// outputs and log too).
+func markedEntry(a Attack, s seen, nonce string) bool {
+	if a.Observe != ObserveEntries {
+		return false
+	}
+	for _, e := range s.host.entries {
+		if b, _ := json.Marshal(e); bytes.Contains(b, []byte(mark(nonce))) {
+			return true
+		}
+	}
+	return false
 }
 
 // carries names the product of s that holds secret (its log, an output, its patch), or "".

@@ -78,6 +78,23 @@ func TestDecide_SecretBeyondTheReport(t *testing.T) {
 	}
 }
 
+// TestDecide_EntriesWithoutCanary: an audit flood the audit budget ends limit-exceeded keeps
+// no canary; an entry with the run's mark shows the program ran and its count decides, and
+// without one the row stays not run.
+func TestDecide_EntriesWithoutCanary(t *testing.T) {
+	r := &run{}
+	a := Attack{Observe: ObserveEntries, Arg: "600"}
+	rec := record{ID: "d1", State: "failed", Reason: "limit-exceeded"}
+	marked := seen{rec: rec, host: hostSeen{entries: []logEntry{{Kind: "dispatch.started"}, {Kind: "tool.call", Details: map[string]any{"call_id": mark("n") + "-7"}}}}}
+	if got, ev := r.decide(a, "n", marked); got != Blocked {
+		t.Errorf("marked entries, no canary: seen %s (%s), want %s", got, ev, Blocked)
+	}
+	unmarked := seen{rec: rec, host: hostSeen{entries: []logEntry{{Kind: "dispatch.started"}, {Kind: "tool.call", Details: map[string]any{"call_id": "f7"}}}}}
+	if got, ev := r.decide(a, "n", unmarked); got != NotRun {
+		t.Errorf("unmarked entries, no canary: seen %s (%s), want %s", got, ev, NotRun)
+	}
+}
+
 // TestReport_SummaryAndDigest: the summary line's shape, and a digest that changes with any
 // row's outcome.
 func TestReport_SummaryAndDigest(t *testing.T) {
