@@ -257,11 +257,19 @@ func (r *run) input(a Attack, nonce string) (string, error) {
 		"attack": a.ID, "nonce": nonce, "home": r.o.Home, "probe": r.probe, "worker": r.o.Worker,
 		"port":   strconv.Itoa(r.listener.port()),
 		"memory": strconv.FormatInt(r.o.Memory+1<<20, 10),
-		"disk":   strconv.FormatInt(r.o.Disk>>20+1, 10),
+		"disk":   strconv.FormatInt(r.o.Disk>>20+1, 10), "provider": r.provider(),
 	}
 	r.fx.input(m)
 	b, err := json.Marshal(m)
 	return string(b), err
+}
+
+// provider is the target's provider, local when the target names none.
+func (r *run) provider() string {
+	if r.o.Provider == "" {
+		return "local"
+	}
+	return r.o.Provider
 }
 
 // dispatch runs one attack as a real dispatch and reads its record, then its outputs,
