@@ -204,7 +204,8 @@ func hasIsolation(isolation, want string) bool {
 	return false
 }
 
-// killMarked kills the host processes whose command line holds mark, and returns their pids.
+// killMarked kills the host processes whose command line holds mark, and the groups they
+// lead, and returns their pids.
 func killMarked(mark string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
@@ -218,6 +219,11 @@ func killMarked(mark string) []int {
 			continue
 		}
 		pids = append(pids, pid)
+		// A marked process that leads its own group (setsid) takes the group with it: its
+		// children (the sleep a shell forked) carry no mark and would outlive it.
+		if pg, err := syscall.Getpgid(pid); err == nil && pg == pid {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return pids

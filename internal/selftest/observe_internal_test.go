@@ -1,10 +1,15 @@
 package selftest
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestDecide_NoCanaryIsNeverBlocked: a dispatch whose program never wrote this run's canary
@@ -112,4 +117,38 @@ func TestReport_SummaryAndDigest(t *testing.T) {
 	if rep.Digest == d || rep.OK() || !strings.HasPrefix(rep.Digest, "sha256:") {
 		t.Errorf("digest %s after a row changed (was %s), OK %v", rep.Digest, d, rep.OK())
 	}
+}
+
+// TestKillMarked_TakesTheGroup: a marked shell that leads its own group is killed with the
+// child it forked, which carries no mark.
+func TestKillMarked_TakesTheGroup(t *testing.T) {
+	mark := "agora-selftest-test" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command("sh", "-c", "sleep 60; :", mark)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sh:", err)
+	}
+	defer cmd.Wait()
+	var child int
+	for range 100 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			child, _ = strconv.Atoi(strings.Fields(string(b))[0])
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if child == 0 {
+		t.Fatal("the marked shell forked no child")
+	}
+	if pids := killMarked(mark); len(pids) != 1 || pids[0] != cmd.Process.Pid {
+		t.Fatalf("killMarked = %v, want [%d]", pids, cmd.Process.Pid)
+	}
+	for range 100 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(child, syscall.SIGKILL)
+	t.Errorf("the marked shell's child %d outlived it", child)
 }
