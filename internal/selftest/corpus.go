@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +48,9 @@ const (
 	ObservePatch = "patch"
 	// ObserveOutput: allowed when the dispatch's outputs hold the named file.
 	ObserveOutput = "output"
+	// ObserveLog: blocked when the dispatch's standard output, as agora stored it, is at most
+	// the argument in bytes.
+	ObserveLog = "log"
 )
 
 // Attack is one entry of the corpus.
@@ -185,6 +189,10 @@ func (a *Attack) valid() error {
 	case ObserveReason, ObserveState, ObservePatch, ObserveOutput:
 		if a.Arg == "" {
 			return fmt.Errorf("observe %s needs an argument", a.Observe)
+		}
+	case ObserveLog:
+		if n, err := strconv.ParseInt(a.Arg, 10, 64); err != nil || n < 1 {
+			return fmt.Errorf("observe log %q: want the most bytes, a number from 1", a.Arg)
 		}
 	default:
 		return validHostObservation(a.Observe, a.Arg)

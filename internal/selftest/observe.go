@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -133,6 +134,12 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 			return NotRun, "the patch is empty: nothing shows it was captured (" + rec + ")"
 		}
 		return Blocked, "the patch does not name " + a.Arg + " (it names what else the program wrote)"
+	case ObserveLog:
+		most, _ := strconv.ParseInt(a.Arg, 10, 64)
+		if n := int64(len(s.logs)); n > most {
+			return Allowed, fmt.Sprintf("agora stored %d bytes of the dispatch's standard output, more than %d", n, most)
+		}
+		return Blocked, fmt.Sprintf("agora stored %d bytes of the dispatch's standard output (at most %d): %s", len(s.logs), most, rec)
 	case ObserveOutput:
 		if _, err := os.Stat(filepath.Join(s.outputs, a.Arg)); s.outputs != "" && err == nil {
 			return Allowed, "the outputs hold " + a.Arg

@@ -52,6 +52,8 @@ func TestDecide(t *testing.T) {
 		{"patch names it", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n"), patch: []byte("diff --git a/.git/hooks/x b/.git/hooks/x\n")}, Allowed},
 		{"patch lacks it", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n"), patch: []byte("diff --git a/m b/m\n")}, Blocked},
 		{"empty patch", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n")}, NotRun},
+		{"log capped", Attack{Observe: ObserveLog, Arg: "10"}, seen{canary: []byte("n"), logs: []byte("0123456789")}, Blocked},
+		{"log past the cap", Attack{Observe: ObserveLog, Arg: "10"}, seen{canary: []byte("n"), logs: []byte("0123456789a")}, Allowed},
 		{"not enforced", Attack{Observe: ObserveReason, Arg: "limit-exceeded", Needs: NeedsDiskQuota}, seen{canary: []byte("n"), rec: record{Isolation: "bwrap+rlimits+disk-unenforced"}}, NotEnforced},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
