@@ -64,7 +64,13 @@ func (r *run) probeAfter(a Attack, nonce string) string {
 			return fmt.Sprintf("the host's loopback listener was reached (the run's nonce in the request: %v)", withNonce)
 		}
 	case ObserveDropfile:
-		if ents, _ := os.ReadDir(filepath.Join(r.probe, "drop")); len(ents) > 0 {
+		drop := filepath.Join(r.probe, "drop")
+		// A program that replaced the directory (a symlink to a directory of the person's)
+		// crossed the boundary already; the runner removes nothing through it.
+		if fi, err := os.Lstat(drop); err != nil || !fi.IsDir() {
+			return "the host directory " + drop + " was replaced or removed"
+		}
+		if ents, _ := os.ReadDir(drop); len(ents) > 0 {
 			for _, e := range ents {
 				os.Remove(filepath.Join(r.probe, "drop", e.Name()))
 			}

@@ -154,3 +154,23 @@ func TestKillMarked_TakesTheGroup(t *testing.T) {
 	syscall.Kill(child, syscall.SIGKILL)
 	t.Errorf("the marked shell's child %d outlived it", child)
 }
+
+// TestProbeAfter_DropReplaced: a drop directory replaced by a symlink is a breach, and the
+// runner removes nothing in the directory it points to.
+func TestProbeAfter_DropReplaced(t *testing.T) {
+	probe, victim := t.TempDir(), t.TempDir()
+	keep := filepath.Join(victim, "keep")
+	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(probe, "drop")); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{probe: probe}
+	if got := r.probeAfter(Attack{Observe: ObserveDropfile}, "n"); got == "" {
+		t.Error("a replaced drop directory: the probe saw nothing")
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("the runner removed a file through the replaced drop directory: %v", err)
+	}
+}
