@@ -8,7 +8,6 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -48,9 +47,9 @@ const (
 	ObservePatch = "patch"
 	// ObserveOutput: allowed when the dispatch's outputs hold the named file.
 	ObserveOutput = "output"
-	// ObserveLog: blocked when the dispatch's standard output, as agora stored it, is at most
-	// the argument in bytes.
-	ObserveLog = "log"
+	// ObserveLogs: blocked when the standard output the host kept for the dispatch is at
+	// most the argument ("5MiB") and the program reported done (it wrote all it meant to).
+	ObserveLogs = "logs"
 )
 
 // Attack is one entry of the corpus.
@@ -190,9 +189,9 @@ func (a *Attack) valid() error {
 		if a.Arg == "" {
 			return fmt.Errorf("observe %s needs an argument", a.Observe)
 		}
-	case ObserveLog:
-		if n, err := strconv.ParseInt(a.Arg, 10, 64); err != nil || n < 1 {
-			return fmt.Errorf("observe log %q: want the most bytes, a number from 1", a.Arg)
+	case ObserveLogs:
+		if _, err := logsLimit(a.Arg); err != nil {
+			return fmt.Errorf("observe %s: %w", a.Observe, err)
 		}
 	default:
 		return validHostObservation(a.Observe, a.Arg)

@@ -46,6 +46,7 @@ func TestLoad_Refuses(t *testing.T) {
 		"observe arg":     "# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n# observe: reason\n",
 		"unknown needs":   "# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n# needs: luck\n",
 		"unknown observe": "# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n# observe: vibes\n",
+		"logs size":       "# class: a\n# expect: blocked\n# control: limits\n# reason: r\n# observe: logs 5GB\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := selftest.Load(fstest.MapFS{"c/x.sh": {Data: []byte(body)}}, "c")

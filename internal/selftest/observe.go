@@ -27,6 +27,9 @@ type seen struct {
 	probe string
 	// host is what the observations of fixtures.go need.
 	host hostSeen
+	// logSize is the size of the standard output the host kept (ObserveLogs only); -1 when
+	// it could not be read.
+	logSize int64
 }
 
 // diskFix is agora doctor's fix for its disk-quota row.
@@ -42,6 +45,9 @@ func (r *run) attack(ctx context.Context, a Attack) Row {
 		s, err = r.dispatch(ctx, a, nonce)
 		if err == nil {
 			s.probe = r.probeAfter(a, nonce)
+			if a.Observe == ObserveLogs {
+				s.logSize = r.logSize(ctx, s.rec.ID)
+			}
 			row.Dispatch = s.rec.ID
 			row.Seen, row.Evidence = r.decide(a, nonce, s)
 		}
@@ -140,17 +146,23 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 			return NotRun, "the patch is empty: nothing shows it was captured (" + rec + ")"
 		}
 		return Blocked, "the patch does not name " + a.Arg + " (it names what else the program wrote)"
-	case ObserveLog:
-		most, _ := strconv.ParseInt(a.Arg, 10, 64)
-		if n := int64(len(s.logs)); n > most {
-			return Allowed, fmt.Sprintf("agora stored %d bytes of the dispatch's standard output, more than %d", n, most)
-		}
-		return Blocked, fmt.Sprintf("agora stored %d bytes of the dispatch's standard output (at most %d): %s", len(s.logs), most, rec)
 	case ObserveOutput:
 		if _, err := os.Stat(filepath.Join(s.outputs, a.Arg)); s.outputs != "" && err == nil {
 			return Allowed, "the outputs hold " + a.Arg
 		}
 		return Blocked, "the outputs lack " + a.Arg
+	case ObserveLogs:
+		limit, _ := logsLimit(a.Arg) // Load checked it
+		switch {
+		case s.logSize < 0:
+			return NotRun, "the dispatch's logs could not be read (" + rec + ")"
+		case s.logSize > limit:
+			return Allowed, fmt.Sprintf("the host kept %d bytes of standard output, more than %s", s.logSize, a.Arg)
+		case status != "done":
+			// A program that stopped before its flood proves nothing about the cap.
+			return NotRun, "the program did not report its output written (" + rec + ")"
+		}
+		return Blocked, fmt.Sprintf("the host kept %d bytes of standard output, at most %s: %s", s.logSize, a.Arg, said)
 	}
 	return r.decideHost(a, nonce, s, status, said)
 }
@@ -196,6 +208,25 @@ func carries(s seen, secret string) string {
 		})
 	}
 	return found
+}
+
+// logSize is the size of the standard output the host kept for dispatch id, -1 when it
+// cannot be read.
+func (r *run) logSize(ctx context.Context, id string) int64 {
+	b, err := r.agora(ctx, "dispatch", "logs", id)
+	if err != nil {
+		return -1
+	}
+	return int64(len(b))
+}
+
+// logsLimit reads an ObserveLogs argument: a whole number of MiB ("5MiB").
+func logsLimit(arg string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSuffix(arg, "MiB"), 10, 64)
+	if err != nil || n <= 0 || !strings.HasSuffix(arg, "MiB") {
+		return 0, fmt.Errorf("%q: want a size in MiB, such as 5MiB", arg)
+	}
+	return n << 20, nil
 }
 
 // patchNames reports whether a diff --git header of patch names a path starting with p.

@@ -52,8 +52,10 @@ func TestDecide(t *testing.T) {
 		{"patch names it", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n"), patch: []byte("diff --git a/.git/hooks/x b/.git/hooks/x\n")}, Allowed},
 		{"patch lacks it", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n"), patch: []byte("diff --git a/m b/m\n")}, Blocked},
 		{"empty patch", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n")}, NotRun},
-		{"log capped", Attack{Observe: ObserveLog, Arg: "10"}, seen{canary: []byte("n"), logs: []byte("0123456789")}, Blocked},
-		{"log past the cap", Attack{Observe: ObserveLog, Arg: "10"}, seen{canary: []byte("n"), logs: []byte("0123456789a")}, Allowed},
+		{"logs capped", Attack{Observe: ObserveLogs, Arg: "5MiB"}, seen{canary: []byte("n"), report: []byte("done\twrote 16 MiB"), logSize: 4 << 20}, Blocked},
+		{"logs kept whole", Attack{Observe: ObserveLogs, Arg: "5MiB"}, seen{canary: []byte("n"), report: []byte("done\twrote 16 MiB"), logSize: 16 << 20}, Allowed},
+		{"logs unread", Attack{Observe: ObserveLogs, Arg: "5MiB"}, seen{canary: []byte("n"), report: []byte("done\tx"), logSize: -1}, NotRun},
+		{"flood unfinished", Attack{Observe: ObserveLogs, Arg: "5MiB"}, seen{canary: []byte("n"), report: []byte("refused\tx"), logSize: 10}, NotRun},
 		{"not enforced", Attack{Observe: ObserveReason, Arg: "limit-exceeded", Needs: NeedsDiskQuota}, seen{canary: []byte("n"), rec: record{Isolation: "bwrap+rlimits+disk-unenforced"}}, NotEnforced},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

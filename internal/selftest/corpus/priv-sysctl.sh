@@ -1,5 +1,6 @@
 # class: privilege
 # expect: blocked
 # control: sandbox
-# reason: /proc/sys sets the host kernel's parameters for every tenant; the sandbox's /proc/sys is read-only and its uid is not root. The write puts back the value it read, which changes nothing
-attempt sh -c 'v=$(cat /proc/sys/kernel/printk_ratelimit) && echo "$v" >/proc/sys/kernel/printk_ratelimit && echo "wrote $v"'
+# reason: a sysctl write changes the whole host's kernel (core_pattern runs a program as root on every crash); /proc/sys is read-only in the sandbox
+# The value written is the one read, so a host where this is not blocked keeps its setting.
+attempt sh -c 'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\n" "$v" >/proc/sys/kernel/core_pattern && echo "rewrote core_pattern ($v)"'
