@@ -153,14 +153,14 @@ podman:
 # web view in Chromium. make test runs them inside `unit`; these run them alone.
 test-containers:
 	CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 ./internal/compute/container ./internal/compute/fdpass
-	CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -run 'Container|Docker' ./internal/dispatch ./internal/cli ./internal/selftest
+	AGORA_SELFTEST_WHOLE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 40m -run 'Container|Docker' ./internal/dispatch ./internal/cli ./internal/selftest
 
 # make test runs the real-node smoke set only (internal/k8stest/smoke.go: a real node costs
 # 30-120 s a test); test-k8s runs every real-node test (AGORA_K8S_REAL_NODE=1).
 test-k8s: registry-tools
 	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 60m ./internal/k8stest ./internal/compute/kubernetes ./internal/netgw ./internal/worker/remote ./internal/orch/service
 	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 60m -run 'RealPod|RealNode' ./internal/dispatch ./internal/cli
-	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 20m -run 'Kubernetes' ./internal/selftest
+	AGORA_SELFTEST_WHOLE=1 AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 40m -run 'Kubernetes' ./internal/selftest
 
 test-ui:
 	CGO_ENABLED=1 $(GO) test -count=1 -run TestUI -v ./internal/web

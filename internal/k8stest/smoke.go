@@ -31,7 +31,8 @@ func realNodeMode() string {
 // by default: the dispatch in a pod gives the same patch as a local one (dispatch, 21 s), a
 // pod reaches only the gateway under the enforced NetworkPolicy (compute/kubernetes, 44 s)
 // and the agent-sandbox warm pool's claim (dispatch, 42 s), quiet, under -race; and agora
-// selftest's whole corpus in pods (selftest), since CI proves the corpus on every provider.
+// selftest's corpus in pods (selftest: one entry per class and observation), since CI proves
+// the corpus on every provider.
 // Not the leader killed under a running plan (TestRealNodeLeaderKill, 136 s: it builds and
 // imports agora's images). A function, not a map: no work at init.
 func inSmokeSet(name string) bool {
@@ -39,7 +40,7 @@ func inSmokeSet(name string) bool {
 	case "TestDispatch_RealPodSamePatchAsLocal",
 		"TestRealNodeNetpol_DispatchReachesOnlyTheGateway",
 		"TestDispatch_RealPodAgentSandboxPool",
-		"TestSelftest_KubernetesWholeCorpus":
+		"TestSelftest_KubernetesCorpus":
 		return true
 	}
 	return false

@@ -11,14 +11,14 @@ import (
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// TestSelftest_KubernetesWholeCorpus runs the whole corpus on a `provider: kubernetes` target
+// TestSelftest_KubernetesCorpus runs the corpus (providerSlice) on a `provider: kubernetes` target
 // whose pods run on the real kubelet the tests start (internal/k8stest Options.RealNode), in
 // the container tests' toolchain image with agora's worker image made from the worker program
 // under test. The throw-away home serves its own network gateway on the node's address. As on
 // docker, no attack may be seen allowed, and the only rows that may fail are those whose tool
 // the image lacks, whose control the node does not enforce (the disk quota), or that fail for
 // a reason of agora's own named below.
-func TestSelftest_KubernetesWholeCorpus(t *testing.T) {
+func TestSelftest_KubernetesCorpus(t *testing.T) {
 	needTools(t)
 	toolchain := os.Getenv("AGORA_TOOLCHAIN_IMAGE")
 	if toolchain == "" {
@@ -49,7 +49,7 @@ targets:
     image: %s
     worker_image: %s
 `, gw, gw, c.Kubeconfig, c.Namespace, image, worker)
-	_, res, code := runSelftest(t, yml, "--target", "pod")
+	_, res, code := runSelftest(t, yml, append([]string{"--target", "pod"}, providerSlice(t)...)...)
 	rep := res.Reports[0]
 	logTimes(t, rep)
 	checkContained(t, rep, map[string]string{

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,37 @@ func agoraBin(t *testing.T) string {
 		t.Fatal(builtErr)
 	}
 	return builtBin
+}
+
+// WholeEnv set to 1 makes the docker and kubernetes tests run the whole corpus: make
+// test-containers and make test-k8s set it. Without it they run providerSlice, since a
+// container or a pod costs 10-15 s a dispatch there and the whole corpus would be most of
+// make test's time.
+const WholeEnv = "AGORA_SELFTEST_WHOLE"
+
+// providerSlice is the --run arguments of a docker or kubernetes test: nothing under
+// WholeEnv, else the first entry of each class, expectation, observation and subagent, so
+// every kind of evidence the runner reads is still proven on the provider.
+func providerSlice(t *testing.T) []string {
+	t.Helper()
+	if os.Getenv(WholeEnv) == "1" {
+		return nil
+	}
+	attacks, err := selftest.Corpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[[4]string]bool{}
+	var ids []string
+	for _, a := range attacks {
+		k := [4]string{a.Class, a.Expect, a.Observe, a.Subagent}
+		if !seen[k] {
+			seen[k] = true
+			ids = append(ids, regexp.QuoteMeta(a.ID))
+		}
+	}
+	t.Logf("%d of the corpus's %d entries: one per class, expectation, observation and subagent (%s=1 runs them all)", len(ids), len(attacks), WholeEnv)
+	return []string{"--run", "^(" + strings.Join(ids, "|") + ")$"}
 }
 
 // needTools skips, saying so, when a tool every selftest run needs is missing.
