@@ -138,7 +138,7 @@ func selftestRun(ctx context.Context, opts *selftestOptions) error {
 		if err != nil {
 			return fmt.Errorf("selftest %s: %w", name, err)
 		}
-		if err := recordSelftest(ctx, opts.f, rep); err != nil {
+		if err := recordSelftest(ctx, opts.f, rep, opts.run, len(all)); err != nil {
 			return fmt.Errorf("record selftest %s in the audit log: %w", name, err)
 		}
 		res.Reports = append(res.Reports, rep)
@@ -214,16 +214,24 @@ func selftestTarget(ctx context.Context, opts *selftestOptions, c *config.Config
 	})
 }
 
-// recordSelftest appends the run's selftest.run entry to this home's audit log.
-func recordSelftest(ctx context.Context, f *Factory, rep *selftest.Report) error {
+// recordSelftest appends the run's selftest.run entry to this home's audit log. A run of part
+// of the corpus (--run) says so, in its summary too: a slice that passes is not the corpus
+// passing.
+func recordSelftest(ctx context.Context, f *Factory, rep *selftest.Report, run string, corpus int) error {
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
 	}
 	f.wrote = true
+	ran := len(rep.Rows)
+	summary := rep.Summary()
+	if ran < corpus {
+		summary += fmt.Sprintf(" (%d of the corpus's %d attacks: --run %s)", ran, corpus, run)
+	}
 	e := audit.Entry{Actor: f.Actor(), Kind: entry.SelftestRun, Subject: entry.SelftestTarget(rep.Target), Details: map[string]any{
-		"target": rep.Target, "summary": rep.Summary(), "digest": rep.Digest, "attacks": rep.Attacks, "blocked": rep.Blocked,
-		"legitimate": rep.Legit, "allowed": rep.Allowed, "not_enforced": rep.Unenforc, "failed": rep.Failed, "milliseconds": rep.Elapsed.Milliseconds(),
+		"target": rep.Target, "summary": summary, "digest": rep.Digest, "attacks": rep.Attacks, "blocked": rep.Blocked,
+		"legitimate": rep.Legit, "allowed": rep.Allowed, "not_enforced": rep.Unenforc, "not_run": rep.NotRun, "failed": rep.Failed,
+		"milliseconds": rep.Elapsed.Milliseconds(), "run": run, "rows": ran, "corpus": corpus,
 	}}
 	return h.DB.Tx(ctx, func(tx *sql.Tx) error {
 		_, err := audit.New(f.Now).Append(ctx, tx, e)

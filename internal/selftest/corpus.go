@@ -27,8 +27,8 @@ const (
 	// evidence: an attack that observes this way is one whose control test in the corpus's
 	// tests makes it report done.
 	ObserveReport = "report"
-	// ObserveSecret: allowed only when the report carries the run's host secret, which the
-	// program cannot know unless it read it across the boundary.
+	// ObserveSecret: allowed when the report, the log, an output or the patch carries the
+	// run's host secret, which the program cannot know unless it read it across the boundary.
 	ObserveSecret = "secret"
 	// ObserveListener: allowed when the runner's host loopback listener saw the run's nonce.
 	ObserveListener = "listener"

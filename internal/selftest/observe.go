@@ -3,7 +3,9 @@ package selftest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,13 +21,15 @@ type seen struct {
 	canary, report []byte
 	patch          []byte
 	outputs        string
+	// logs is the dispatch's standard output as agora stored it.
+	logs []byte
 	// probe is what the host-side probe saw ("" when it saw nothing).
 	probe string
 	// host is what the observations of fixtures.go need.
 	host hostSeen
-	// logs is the size of the standard output the host kept (ObserveLogs only); -1 when
+	// logSize is the size of the standard output the host kept (ObserveLogs only); -1 when
 	// it could not be read.
-	logs int64
+	logSize int64
 }
 
 // diskFix is agora doctor's fix for its disk-quota row.
@@ -42,7 +46,7 @@ func (r *run) attack(ctx context.Context, a Attack) Row {
 		if err == nil {
 			s.probe = r.probeAfter(a, nonce)
 			if a.Observe == ObserveLogs {
-				s.logs = r.logSize(ctx, s.rec.ID)
+				s.logSize = r.logSize(ctx, s.rec.ID)
 			}
 			row.Dispatch = s.rec.ID
 			row.Seen, row.Evidence = r.decide(a, nonce, s)
@@ -66,7 +70,13 @@ func (r *run) probeAfter(a Attack, nonce string) string {
 			return fmt.Sprintf("the host's loopback listener was reached (the run's nonce in the request: %v)", withNonce)
 		}
 	case ObserveDropfile:
-		if ents, _ := os.ReadDir(filepath.Join(r.probe, "drop")); len(ents) > 0 {
+		drop := filepath.Join(r.probe, "drop")
+		// A program that replaced the directory (a symlink to a directory of the person's)
+		// crossed the boundary already; the runner removes nothing through it.
+		if fi, err := os.Lstat(drop); err != nil || !fi.IsDir() {
+			return "the host directory " + drop + " was replaced or removed"
+		}
+		if ents, _ := os.ReadDir(drop); len(ents) > 0 {
 			for _, e := range ents {
 				os.Remove(filepath.Join(r.probe, "drop", e.Name()))
 			}
@@ -84,7 +94,7 @@ func (r *run) probeAfter(a Attack, nonce string) string {
 // canary of this run did not run: never blocked.
 func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 	rec := fmt.Sprintf("%s %s %s, isolation %s", s.rec.ID, s.rec.State, s.rec.Reason, s.rec.Isolation)
-	if strings.TrimSpace(string(s.canary)) != nonce {
+	if strings.TrimSpace(string(s.canary)) != nonce && !markedEntry(a, s, nonce) {
 		return NotRun, "no canary: the program did not run (" + rec + ": " + s.rec.Detail + ")"
 	}
 	if a.Needs != "" && !hasIsolation(s.rec.Isolation, a.Needs) {
@@ -106,6 +116,11 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 	case ObserveSecret:
 		if strings.Contains(said, r.secret) {
 			return Allowed, "the program read the host's secret"
+		}
+		// The report is clipped and is the program's word: the secret anywhere the dispatch
+		// carried it out (its log, an output) is the same breach.
+		if where := carries(s, r.secret); where != "" {
+			return Allowed, "the host's secret is in the dispatch's " + where
 		}
 		return Blocked, "the host's secret never reached the program: " + clip(said, 120)
 	case ObserveListener, ObserveDropfile, ObserveProcess:
@@ -139,17 +154,60 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 	case ObserveLogs:
 		limit, _ := logsLimit(a.Arg) // Load checked it
 		switch {
-		case s.logs < 0:
+		case s.logSize < 0:
 			return NotRun, "the dispatch's logs could not be read (" + rec + ")"
-		case s.logs > limit:
-			return Allowed, fmt.Sprintf("the host kept %d bytes of standard output, more than %s", s.logs, a.Arg)
+		case s.logSize > limit:
+			return Allowed, fmt.Sprintf("the host kept %d bytes of standard output, more than %s", s.logSize, a.Arg)
 		case status != "done":
 			// A program that stopped before its flood proves nothing about the cap.
 			return NotRun, "the program did not report its output written (" + rec + ")"
 		}
-		return Blocked, fmt.Sprintf("the host kept %d bytes of standard output, at most %s: %s", s.logs, a.Arg, said)
+		return Blocked, fmt.Sprintf("the host kept %d bytes of standard output, at most %s: %s", s.logSize, a.Arg, said)
 	}
 	return r.decideHost(a, nonce, s, status, said)
+}
+
+// markedEntry reports whether a counts the dispatch's audit entries and one holds the run's
+// mark: only the program makes the mark, so the entry shows it ran where the canary cannot
+// (the audit budget that ends the dispatch limit-exceeded, which is the control, keeps its
+// outputs and log too).
+func markedEntry(a Attack, s seen, nonce string) bool {
+	if a.Observe != ObserveEntries {
+		return false
+	}
+	for _, e := range s.host.entries {
+		if b, _ := json.Marshal(e); bytes.Contains(b, []byte(mark(nonce))) {
+			return true
+		}
+	}
+	return false
+}
+
+// carries names the product of s that holds secret (its log, an output, its patch), or "".
+func carries(s seen, secret string) string {
+	if secret == "" {
+		return ""
+	}
+	if bytes.Contains(s.logs, []byte(secret)) {
+		return "log"
+	}
+	if bytes.Contains(s.patch, []byte(secret)) {
+		return "patch"
+	}
+	found := ""
+	if s.outputs != "" {
+		filepath.WalkDir(s.outputs, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() || found != "" {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(secret)) {
+				rel, _ := filepath.Rel(s.outputs, p)
+				found = "output " + rel
+			}
+			return nil
+		})
+	}
+	return found
 }
 
 // logSize is the size of the standard output the host kept for dispatch id, -1 when it
@@ -190,7 +248,8 @@ func hasIsolation(isolation, want string) bool {
 	return false
 }
 
-// killMarked kills the host processes whose command line holds mark, and returns their pids.
+// killMarked kills the host processes whose command line holds mark, and the groups they
+// lead, and returns their pids.
 func killMarked(mark string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
@@ -204,6 +263,11 @@ func killMarked(mark string) []int {
 			continue
 		}
 		pids = append(pids, pid)
+		// A marked process that leads its own group (setsid) takes the group with it: its
+		// children (the sleep a shell forked) carry no mark and would outlive it.
+		if pg, err := syscall.Getpgid(pid); err == nil && pg == pid {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return pids

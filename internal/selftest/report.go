@@ -50,7 +50,10 @@ type Report struct {
 	Legit    int           `json:"legitimate"`
 	Failed   int           `json:"failed"`
 	Unenforc int           `json:"not_enforced"`
-	Digest   string        `json:"digest"`
+	// NotRun counts the failed rows whose program never ran: a failure that is not a
+	// boundary seen breaking.
+	NotRun int    `json:"not_run"`
+	Digest string `json:"digest"`
 	// OtherProviders are the entries left out because they are for other providers only.
 	OtherProviders []string `json:"other_providers,omitempty"`
 }
@@ -58,7 +61,7 @@ type Report struct {
 // finish counts the rows and digests the table.
 func (r *Report) finish(elapsed time.Duration) {
 	r.Elapsed, r.Seconds = elapsed, elapsed.Round(time.Millisecond).Seconds()
-	r.Blocked, r.Attacks, r.Allowed, r.Legit, r.Failed, r.Unenforc = 0, 0, 0, 0, 0, 0
+	r.Blocked, r.Attacks, r.Allowed, r.Legit, r.Failed, r.Unenforc, r.NotRun = 0, 0, 0, 0, 0, 0, 0
 	for _, row := range r.Rows {
 		if row.Expected == Blocked {
 			r.Attacks++
@@ -71,8 +74,11 @@ func (r *Report) finish(elapsed time.Duration) {
 				r.Allowed++
 			}
 		}
-		if row.Seen == NotEnforced {
+		switch row.Seen {
+		case NotEnforced:
 			r.Unenforc++
+		case NotRun:
+			r.NotRun++
 		}
 		if !row.Pass {
 			r.Failed++
@@ -89,6 +95,9 @@ func (r *Report) Summary() string {
 	s := fmt.Sprintf("selftest %s: %d/%d blocked, %d/%d allowed, %.0f s", r.Target, r.Blocked, r.Attacks, r.Allowed, r.Legit, r.Seconds)
 	if r.Unenforc > 0 {
 		s += fmt.Sprintf(", %d not enforced here", r.Unenforc)
+	}
+	if r.NotRun > 0 {
+		s += fmt.Sprintf(", %d not run", r.NotRun)
 	}
 	if n := len(r.OtherProviders); n > 0 {
 		s += fmt.Sprintf(", %d for other providers left out", n)

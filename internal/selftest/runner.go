@@ -271,11 +271,19 @@ func (r *run) input(a Attack, nonce string) (string, error) {
 		"attack": a.ID, "nonce": nonce, "home": r.o.Home, "probe": r.probe, "worker": r.o.Worker,
 		"port":   strconv.Itoa(r.listener.port()),
 		"memory": strconv.FormatInt(r.o.Memory+1<<20, 10),
-		"disk":   strconv.FormatInt(r.o.Disk>>20+1, 10),
+		"disk":   strconv.FormatInt(r.o.Disk>>20+1, 10), "provider": r.provider(),
 	}
 	r.fx.input(m)
 	b, err := json.Marshal(m)
 	return string(b), err
+}
+
+// provider is the target's provider, local when the target names none.
+func (r *run) provider() string {
+	if r.o.Provider == "" {
+		return "local"
+	}
+	return r.o.Provider
 }
 
 // dispatch runs one attack as a real dispatch and reads its record, then its outputs,
@@ -314,13 +322,14 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error
 	s.outputs = dir
 	s.canary, _ = os.ReadFile(filepath.Join(dir, "canary"))
 	s.report, _ = os.ReadFile(filepath.Join(dir, "report"))
-	if strings.TrimSpace(string(s.canary)) != nonce && res.Stdout != nil {
-		// An attack that fills the disk leaves no outputs; the log keeps the canary.
-		if logs, err := r.blobs.Get(res.Stdout.Digest, noCap); err == nil && bytes.Contains(logs, []byte("selftest canary "+nonce+"\n")) {
-			s.canary = []byte(nonce)
-		}
+	if res.Stdout != nil {
+		s.logs, _ = r.blobs.Get(res.Stdout.Digest, noCap)
 	}
-	if a.Observe == ObservePatch && res.Patch != nil {
+	// An attack that fills the disk leaves no outputs; the log keeps the canary.
+	if strings.TrimSpace(string(s.canary)) != nonce && bytes.Contains(s.logs, []byte("selftest canary "+nonce+"\n")) {
+		s.canary = []byte(nonce)
+	}
+	if (a.Observe == ObservePatch || a.Observe == ObserveSecret) && res.Patch != nil {
 		if s.patch, err = r.blobs.Get(res.Patch.Digest, noCap); err != nil {
 			return seen{}, fmt.Errorf("read the patch of attack %s: %w", a.ID, err)
 		}

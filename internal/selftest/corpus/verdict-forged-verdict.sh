@@ -2,6 +2,7 @@
 # observe: verdict exit-status
 # dispatch: --verify 'sh gate/check.sh'
 # expect: blocked
+# providers: local, docker
 # control: gate
 # reason: the agent writes a green verdict and report of its own (verify.json, junit.xml) beside the work; the verdict is agora's observation of the gate's process
 cd "$AGORA_WORKSPACE" || exit 1

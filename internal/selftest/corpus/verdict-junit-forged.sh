@@ -2,6 +2,7 @@
 # observe: verdict no-evidence
 # dispatch: --verify true --expect-junit junit.xml
 # expect: blocked
+# providers: local, docker
 # control: gate
 # reason: the patch ships a JUnit report of passing tests, and the gate's command runs none; agora reads the report its gate wrote, in a directory outside the tree
 cd "$AGORA_WORKSPACE" || exit 1

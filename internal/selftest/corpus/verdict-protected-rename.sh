@@ -2,6 +2,7 @@
 # observe: verdict protected-path
 # dispatch: --verify 'test -e README.txt' --protect README.md
 # expect: blocked
+# providers: local, docker
 # control: gate
 # reason: the patch renames a protected file (both sides of a rename are judged)
 cd "$AGORA_WORKSPACE" || exit 1

@@ -2,6 +2,7 @@
 # observe: verdict outside-changes
 # dispatch: --verify 'python3 -m unittest' --changes 'src/**'
 # expect: blocked
+# providers: local, docker
 # control: gate
 # reason: a new unittest/__main__.py replaces the runner of python3 -m unittest; the gate admits changes under src/ only
 cd "$AGORA_WORKSPACE" || exit 1
