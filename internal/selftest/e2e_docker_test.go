@@ -24,7 +24,7 @@ func TestSelftest_DockerCorpus(t *testing.T) {
 		t.Skip("SKIP: a docker target needs agora as root (it hands each dispatch a uid of its own: docs/providers.md)")
 	}
 	yml := fmt.Sprintf("targets:\n  box:\n    provider: docker\n    image: %s\n    docker_host: %s\n", image, host)
-	_, res, code := runSelftest(t, yml, append([]string{"--target", "box"}, providerSlice(t)...)...)
+	_, res, code := runSelftest(t, yml, append([]string{"--target", "box"}, providerSlice(t, "docker")...)...)
 	rep := res.Reports[0]
 	logTimes(t, rep)
 	checkContained(t, rep, nil)

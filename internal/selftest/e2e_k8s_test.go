@@ -49,7 +49,7 @@ targets:
     image: %s
     worker_image: %s
 `, gw, gw, c.Kubeconfig, c.Namespace, image, worker)
-	_, res, code := runSelftest(t, yml, append([]string{"--target", "pod"}, providerSlice(t)...)...)
+	_, res, code := runSelftest(t, yml, append([]string{"--target", "pod"}, providerSlice(t, "kubernetes")...)...)
 	rep := res.Reports[0]
 	logTimes(t, rep)
 	checkContained(t, rep, map[string]string{

@@ -58,9 +58,9 @@ func agoraBin(t *testing.T) string {
 const WholeEnv = "AGORA_SELFTEST_WHOLE"
 
 // providerSlice is the --run arguments of a docker or kubernetes test: nothing under
-// WholeEnv, else the first entry of each class, expectation, observation and subagent, so
-// every kind of evidence the runner reads is still proven on the provider.
-func providerSlice(t *testing.T) []string {
+// WholeEnv, else the first entry for provider of each class, expectation, observation and
+// subagent, so every kind of evidence the runner reads is still proven on the provider.
+func providerSlice(t *testing.T, provider string) []string {
 	t.Helper()
 	if os.Getenv(WholeEnv) == "1" {
 		return nil
@@ -73,7 +73,7 @@ func providerSlice(t *testing.T) []string {
 	var ids []string
 	for _, a := range attacks {
 		k := [4]string{a.Class, a.Expect, a.Observe, a.Subagent}
-		if !seen[k] {
+		if a.For(provider) && !seen[k] {
 			seen[k] = true
 			ids = append(ids, regexp.QuoteMeta(a.ID))
 		}
