@@ -70,8 +70,10 @@ vet:
 # cli: 6-9 minutes each beside the others, much of it waiting on sandboxes, clusters and real
 # CLIs) start at once and every other package runs beside them, and the next longest start as
 # those end, not last: internal/web (two minutes), started in ./...'s order, ran alone for the
-# last 74 s of the step. The order is by package time in a full `go test -json` unit run
-# (docs/BENCHMARKS.md "CI time": the jq command there lists them). Results print in this
+# last 74 s of the step. internal/selftest (the whole corpus on bubblewrap, podman and the
+# real kubelet: 2-4 minutes, mostly containers and pods starting) starts next. The order is by
+# package time in a full `go test -json` unit run (docs/BENCHMARKS.md "CI time": the jq
+# command there lists them). Results print in this
 # order. Five packages at a time (UNIT_P): with go test's default of two on two cores, their
 # waits left a third of the CPU idle (the unit step 1,536 s with two, 1,084 s with four, same
 # code), and with four, 20-39% of minutes 4-8, while the four longest all wait (1,050 s with
@@ -79,7 +81,8 @@ vet:
 # found with make stress, which runs packages as many at a time beside a CPU hog. 40 minutes
 # a package, for a slow machine.
 UNIT_FIRST = ./internal/dispatch ./internal/compute/kubernetes ./internal/orch/service ./internal/cli \
-	./internal/mcpserver ./internal/netgw ./internal/web ./internal/k8stest ./internal/replicate \
+	./internal/selftest ./internal/mcpserver ./internal/netgw ./internal/web ./internal/k8stest \
+	./internal/replicate \
 	./internal/orch/cron ./internal/audit/verify ./internal/runtime/claudert/claudeadapter \
 	./internal/secret ./internal/orch/plan ./internal/audit ./internal/workerbin ./internal/lease \
 	./cmd/agora-worker
@@ -150,13 +153,14 @@ podman:
 # web view in Chromium. make test runs them inside `unit`; these run them alone.
 test-containers:
 	CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 ./internal/compute/container ./internal/compute/fdpass
-	CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -run 'Container|Docker' ./internal/dispatch ./internal/cli
+	AGORA_SELFTEST_WHOLE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 40m -run 'Container|Docker' ./internal/dispatch ./internal/cli ./internal/selftest
 
 # make test runs the real-node smoke set only (internal/k8stest/smoke.go: a real node costs
 # 30-120 s a test); test-k8s runs every real-node test (AGORA_K8S_REAL_NODE=1).
 test-k8s: registry-tools
 	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 60m ./internal/k8stest ./internal/compute/kubernetes ./internal/netgw ./internal/worker/remote ./internal/orch/service
 	AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 60m -run 'RealPod|RealNode' ./internal/dispatch ./internal/cli
+	AGORA_SELFTEST_WHOLE=1 AGORA_K8S_REAL_NODE=1 CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) -count=1 -timeout 40m -run 'Kubernetes' ./internal/selftest
 
 test-ui:
 	CGO_ENABLED=1 $(GO) test -count=1 -run TestUI -v ./internal/web

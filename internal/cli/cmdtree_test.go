@@ -288,6 +288,7 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"orch schedule remove":   {args: []string{"added"}},
 		"orch schedule show":     {args: []string{"kept"}},
 		"doctor":                 {code: -1},
+		"selftest":               {args: []string{"--list"}},
 		"gc":                     {args: []string{"--dry-run"}},
 		"restore":                {args: []string{"--to", filepath.Join(dir, "restored"), "--config", filepath.Join(dir, "none.yaml"), "--keys", filepath.Join(dir, "nokeys")}, code: cli.ExitError, noJSON: "a restore needs a replica in object storage; internal/cli's restore tests run one against versitygw"},
 		"version":                {},

@@ -180,6 +180,7 @@ func groups() []group {
 		{"orch", newOrchCmd},
 		{"gateway", newGatewayCmd},
 		{"doctor", func(f *Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
+		{"selftest", func(f *Factory) *cobra.Command { return newSelftestCmd(f, nil) }},
 		{"restore", func(f *Factory) *cobra.Command { return newRestoreCmd(f, nil) }},
 		{"gc", func(f *Factory) *cobra.Command { return newGCCmd(f, nil) }},
 		{"version", func(f *Factory) *cobra.Command { return newVersionCmd(f, nil) }},

@@ -30,14 +30,17 @@ func realNodeMode() string {
 // inSmokeSet reports whether top-level test name is one of the real-node tests make test runs
 // by default: the dispatch in a pod gives the same patch as a local one (dispatch, 21 s), a
 // pod reaches only the gateway under the enforced NetworkPolicy (compute/kubernetes, 44 s)
-// and the agent-sandbox warm pool's claim (dispatch, 42 s), quiet, under -race. Not the
-// leader killed under a running plan (TestRealNodeLeaderKill, 136 s: it builds and imports
-// agora's images). A function, not a map: no work at init.
+// and the agent-sandbox warm pool's claim (dispatch, 42 s), quiet, under -race; and agora
+// selftest's corpus in pods (selftest: one entry per class and observation), since CI proves
+// the corpus on every provider.
+// Not the leader killed under a running plan (TestRealNodeLeaderKill, 136 s: it builds and
+// imports agora's images). A function, not a map: no work at init.
 func inSmokeSet(name string) bool {
 	switch name {
 	case "TestDispatch_RealPodSamePatchAsLocal",
 		"TestRealNodeNetpol_DispatchReachesOnlyTheGateway",
-		"TestDispatch_RealPodAgentSandboxPool":
+		"TestDispatch_RealPodAgentSandboxPool",
+		"TestSelftest_KubernetesCorpus":
 		return true
 	}
 	return false

@@ -202,3 +202,13 @@ const (
 	// commit, and the next holder's LeaderAcquired names it as previous.
 	LeaderReleased = "leader.released"
 )
+
+// SelftestRun records one run of `agora selftest` against a target (docs/selftest.md): actor
+// the person, subject [SelftestTarget], details target, summary (the report's one line),
+// digest (sha256 of the table's id, expected, seen, control and pass columns, in order),
+// attacks, blocked, legitimate, allowed, not_enforced, not_run, failed and milliseconds (the
+// wall time; the log's canonical JSON holds integers only), run (the --run pattern, "" for
+// all), rows (the attacks run) and corpus (the attacks the corpus holds): rows below corpus
+// is a slice, and its summary says so. It lets an auditor
+// see when a host was last proven, and check a table someone attaches against it.
+const SelftestRun = "selftest.run"

@@ -62,3 +62,6 @@ func Lease(namespace, name string) string { return "lease/" + namespace + "/" + 
 
 // Replica is the subject of a generation of a database's replica: replica/DB/GENERATION.
 func Replica(db, generation string) string { return "replica/" + db + "/" + generation }
+
+// SelftestTarget is the subject of a [SelftestRun] entry: the target the corpus ran on.
+func SelftestTarget(name string) string { return "target/" + name }

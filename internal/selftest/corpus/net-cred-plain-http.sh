@@ -1,0 +1,9 @@
+# class: network
+# subagent: net
+# observe: fixture
+# dispatch: --env selftest-cred
+# expect: blocked
+# control: proxy
+# reason: a credential bound to the granted host sent over plain HTTP, where it would cross the network in cleartext
+need "$granted" "the granted host (127.0.0.2)" || return 0
+attempt curl -sS -f -o /dev/null --max-time 2 --noproxy '' -H "Authorization: Bearer $SELFTEST_TOKEN" "http://$granted/selftest/$nonce"

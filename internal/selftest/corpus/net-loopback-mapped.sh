@@ -1,0 +1,6 @@
+# class: network
+# observe: listener
+# expect: blocked
+# control: sandbox
+# reason: the host's loopback listener, 127.0.0.1 as an IPv4-mapped IPv6 address; the sandbox's network namespace has a loopback of its own
+attempt curl -sS -f -o /dev/null --max-time 2 --noproxy '*' "http://[::ffff:127.0.0.1]:$port/$nonce"

@@ -1,0 +1,7 @@
+# class: network
+# subagent: net
+# observe: refused
+# expect: blocked
+# control: proxy
+# reason: the grant names an IPv6 link-local address (fe80::/10); the proxy refuses it whatever the grant, before a connection
+attempt curl -sS -f -o /dev/null --max-time 2 --noproxy '' "http://[fe80::1]/"

@@ -1,0 +1,178 @@
+package selftest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDecide_NoCanaryIsNeverBlocked: a dispatch whose program never wrote this run's canary
+// is not run, whatever its record or report say: an attack cannot pass by never running.
+func TestDecide_NoCanaryIsNeverBlocked(t *testing.T) {
+	r := &run{secret: "s3cret"}
+	for _, a := range []Attack{
+		{ID: "x", Expect: Blocked, Observe: ObserveReport},
+		{ID: "x", Expect: Blocked, Observe: ObserveReason, Arg: "timeout"},
+		{ID: "x", Expect: Blocked, Observe: ObserveListener},
+		{ID: "x", Expect: Blocked, Observe: ObserveSecret},
+	} {
+		s := seen{rec: record{State: "failed", Reason: "timeout"}, canary: []byte("an-older-run\n"), report: []byte("refused\tno")}
+		if got, _ := r.decide(a, "nonce", s); got != NotRun {
+			t.Errorf("observe %s without this run's canary: seen %s, want %s", a.Observe, got, NotRun)
+		}
+	}
+}
+
+// TestDecide covers each observation with the canary present.
+func TestDecide(t *testing.T) {
+	r := &run{secret: "s3cret"}
+	ran := func(report string) seen { return seen{canary: []byte("n\n"), report: []byte(report)} }
+	for _, tc := range []struct {
+		name string
+		a    Attack
+		s    seen
+		want string
+	}{
+		{"report done", Attack{Observe: ObserveReport}, ran("done\tread it"), Allowed},
+		{"report refused", Attack{Observe: ObserveReport}, ran("refused\tEACCES"), Blocked},
+		{"no report", Attack{Observe: ObserveReport}, ran(""), NotRun},
+		{"tool missing", Attack{Observe: ObserveReport}, ran("missing\tcurl is not installed"), NotRun},
+		{"secret read", Attack{Observe: ObserveSecret}, ran("done\ts3cret"), Allowed},
+		{"secret not read", Attack{Observe: ObserveSecret}, ran("done\tsomething else"), Blocked},
+		{"probe hit", Attack{Observe: ObserveListener}, seen{canary: []byte("n"), probe: "reached"}, Allowed},
+		{"probe quiet", Attack{Observe: ObserveListener}, seen{canary: []byte("n")}, Blocked},
+		{"reason", Attack{Observe: ObserveReason, Arg: "timeout"}, seen{canary: []byte("n"), rec: record{State: "failed", Reason: "timeout"}}, Blocked},
+		{"other reason", Attack{Observe: ObserveReason, Arg: "timeout"}, seen{canary: []byte("n"), rec: record{State: "finished"}}, Allowed},
+		{"patch names it", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n"), patch: []byte("diff --git a/.git/hooks/x b/.git/hooks/x\n")}, Allowed},
+		{"patch lacks it", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n"), patch: []byte("diff --git a/m b/m\n")}, Blocked},
+		{"empty patch", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n")}, NotRun},
+		{"logs capped", Attack{Observe: ObserveLogs, Arg: "5MiB"}, seen{canary: []byte("n"), report: []byte("done\twrote 16 MiB"), logSize: 4 << 20}, Blocked},
+		{"logs kept whole", Attack{Observe: ObserveLogs, Arg: "5MiB"}, seen{canary: []byte("n"), report: []byte("done\twrote 16 MiB"), logSize: 16 << 20}, Allowed},
+		{"logs unread", Attack{Observe: ObserveLogs, Arg: "5MiB"}, seen{canary: []byte("n"), report: []byte("done\tx"), logSize: -1}, NotRun},
+		{"flood unfinished", Attack{Observe: ObserveLogs, Arg: "5MiB"}, seen{canary: []byte("n"), report: []byte("refused\tx"), logSize: 10}, NotRun},
+		{"not enforced", Attack{Observe: ObserveReason, Arg: "limit-exceeded", Needs: NeedsDiskQuota}, seen{canary: []byte("n"), rec: record{Isolation: "bwrap+rlimits+disk-unenforced"}}, NotEnforced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, ev := r.decide(tc.a, "n", tc.s); got != tc.want {
+				t.Errorf("seen %s (%s), want %s", got, ev, tc.want)
+			}
+		})
+	}
+}
+
+// TestDecide_SecretBeyondTheReport: a program that read the host's secret is allowed however
+// its report reads: refused, or clipped before the secret, with the secret in its log or an
+// output.
+func TestDecide_SecretBeyondTheReport(t *testing.T) {
+	r := &run{secret: "s3cret"}
+	a := Attack{Observe: ObserveSecret}
+	outputs := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outputs, "loot"), []byte("x s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]seen{
+		"in the log":   {canary: []byte("n"), report: []byte("refused\tno"), logs: []byte("found s3cret\n")},
+		"in an output": {canary: []byte("n"), report: []byte("refused\tno"), outputs: outputs},
+		"in the patch": {canary: []byte("n"), report: []byte("done\t" + strings.Repeat("x", 400)), patch: []byte("+s3cret\n")},
+	} {
+		if got, ev := r.decide(a, "n", s); got != Allowed {
+			t.Errorf("secret %s: seen %s (%s), want %s", name, got, ev, Allowed)
+		}
+	}
+}
+
+// TestDecide_EntriesWithoutCanary: an audit flood the audit budget ends limit-exceeded keeps
+// no canary; an entry with the run's mark shows the program ran and its count decides, and
+// without one the row stays not run.
+func TestDecide_EntriesWithoutCanary(t *testing.T) {
+	r := &run{}
+	a := Attack{Observe: ObserveEntries, Arg: "600"}
+	rec := record{ID: "d1", State: "failed", Reason: "limit-exceeded"}
+	marked := seen{rec: rec, host: hostSeen{entries: []logEntry{{Kind: "dispatch.started"}, {Kind: "tool.call", Details: map[string]any{"call_id": mark("n") + "-7"}}}}}
+	if got, ev := r.decide(a, "n", marked); got != Blocked {
+		t.Errorf("marked entries, no canary: seen %s (%s), want %s", got, ev, Blocked)
+	}
+	unmarked := seen{rec: rec, host: hostSeen{entries: []logEntry{{Kind: "dispatch.started"}, {Kind: "tool.call", Details: map[string]any{"call_id": "f7"}}}}}
+	if got, ev := r.decide(a, "n", unmarked); got != NotRun {
+		t.Errorf("unmarked entries, no canary: seen %s (%s), want %s", got, ev, NotRun)
+	}
+}
+
+// TestReport_SummaryAndDigest: the summary line's shape, and a digest that changes with any
+// row's outcome.
+func TestReport_SummaryAndDigest(t *testing.T) {
+	rep := &Report{Target: "local", Rows: []Row{
+		{ID: "a", Expected: Blocked, Seen: Blocked, Pass: true},
+		{ID: "b", Expected: Allowed, Seen: Allowed, Pass: true},
+	}}
+	rep.finish(0)
+	if got := rep.Summary(); got != "selftest local: 1/1 blocked, 1/1 allowed, 0 s" || !rep.OK() {
+		t.Errorf("Summary = %q, OK %v", got, rep.OK())
+	}
+	d := rep.Digest
+	rep.Rows[0].Seen, rep.Rows[0].Pass = Allowed, false
+	rep.finish(0)
+	if rep.Digest == d || rep.OK() || !strings.HasPrefix(rep.Digest, "sha256:") {
+		t.Errorf("digest %s after a row changed (was %s), OK %v", rep.Digest, d, rep.OK())
+	}
+}
+
+// TestKillMarked_TakesTheGroup: a marked shell that leads its own group is killed with the
+// child it forked, which carries no mark.
+func TestKillMarked_TakesTheGroup(t *testing.T) {
+	mark := "agora-selftest-test" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command("sh", "-c", "sleep 60; :", mark)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sh:", err)
+	}
+	defer cmd.Wait()
+	var child int
+	for range 100 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			child, _ = strconv.Atoi(strings.Fields(string(b))[0])
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if child == 0 {
+		t.Fatal("the marked shell forked no child")
+	}
+	if pids := killMarked(mark); len(pids) != 1 || pids[0] != cmd.Process.Pid {
+		t.Fatalf("killMarked = %v, want [%d]", pids, cmd.Process.Pid)
+	}
+	for range 100 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(child, syscall.SIGKILL)
+	t.Errorf("the marked shell's child %d outlived it", child)
+}
+
+// TestProbeAfter_DropReplaced: a drop directory replaced by a symlink is a breach, and the
+// runner removes nothing in the directory it points to.
+func TestProbeAfter_DropReplaced(t *testing.T) {
+	probe, victim := t.TempDir(), t.TempDir()
+	keep := filepath.Join(victim, "keep")
+	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(probe, "drop")); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{probe: probe}
+	if got := r.probeAfter(Attack{Observe: ObserveDropfile}, "n"); got == "" {
+		t.Error("a replaced drop directory: the probe saw nothing")
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("the runner removed a file through the replaced drop directory: %v", err)
+	}
+}
