@@ -515,4 +515,11 @@ func TestRedTeam31_RestartRacesRefill(t *testing.T) {
 	// The claim's refill done before serve stops: a standby killed while it starts leaves its
 	// slot mounted until the next serve sweeps it, which this test's cleanup would trip on.
 	waitStandbys(t, e, 2)
+	// The same for the run's dispatch: its supervisor releases the disk quota's mount after
+	// the run's state is written, and a serve stopped before that leaves it mounted.
+	disk := filepath.Join(e.home, "dispatches", ids[0], "disk")
+	agoratest.WaitFor(t, 30*time.Second, "the dispatch's disk to be unmounted", func() bool {
+		mi, err := os.ReadFile("/proc/self/mountinfo")
+		return err == nil && !strings.Contains(string(mi), " "+disk+" ")
+	})
 }
