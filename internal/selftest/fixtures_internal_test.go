@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -240,10 +241,7 @@ func TestStartFixtures(t *testing.T) {
 	}
 	wait := func(nonce string) {
 		t.Helper()
-		for i := 0; i < 200 && fx.saw(nonce) == ""; i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if fx.saw(nonce) == "" {
+		if !agoratest.Poll(10*time.Second, func() bool { return fx.saw(nonce) != "" }) {
 			t.Errorf("no fixture saw %s", nonce)
 		}
 	}

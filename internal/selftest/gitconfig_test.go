@@ -12,7 +12,7 @@ import (
 // the row's blocked is agora's patch capture, not a program that plants nothing.
 func TestWriteGitConfig_IsLive(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
+		t.Skip("SKIP: git not installed: the test runs git's own diff and filters")
 	}
 	dir := t.TempDir()
 	ws, probe, out := filepath.Join(dir, "ws"), filepath.Join(dir, "probe"), filepath.Join(dir, "out")

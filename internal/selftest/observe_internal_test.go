@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // TestDecide_NoCanaryIsNeverBlocked: a dispatch whose program never wrote this run's canary
@@ -130,28 +132,28 @@ func TestKillMarked_TakesTheGroup(t *testing.T) {
 	cmd := exec.Command("sh", "-c", "sleep 60; :", mark)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		t.Skip("no sh:", err)
+		t.Skip("SKIP: cannot start sh for the marked process:", err)
 	}
 	defer cmd.Wait()
 	var child int
-	for range 100 {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+	agoratest.Poll(10*time.Second, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
 			child, _ = strconv.Atoi(strings.Fields(string(b))[0])
-			break
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return child != 0
+	})
 	if child == 0 {
 		t.Fatal("the marked shell forked no child")
 	}
 	if pids := killMarked(mark); len(pids) != 1 || pids[0] != cmd.Process.Pid {
 		t.Fatalf("killMarked = %v, want [%d]", pids, cmd.Process.Pid)
 	}
-	for range 100 {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); err != nil || strings.Contains(string(b), ") Z ") {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if agoratest.Poll(10*time.Second, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		return err != nil || strings.Contains(string(b), ") Z ")
+	}) {
+		return
 	}
 	syscall.Kill(child, syscall.SIGKILL)
 	t.Errorf("the marked shell's child %d outlived it", child)

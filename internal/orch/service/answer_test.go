@@ -137,19 +137,14 @@ tasks:
 			must(t, err)
 			return r.Tasks[0]
 		}
-		for deadline := time.Now().Add(60 * time.Second); task().State != lifecycle.TaskNeedsInput; time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s never needed input", runID)
-			}
-		}
+		agoratest.WaitFor(t, 60*time.Second, "run "+runID+" to need input", func() bool { return task().State == lifecycle.TaskNeedsInput })
 		parent := task().DispatchID
 		e.run("orch", "answer", runID, "ask", "--answer", "red")
 		var tk api.Task
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if tk = task(); tk.State == lifecycle.TaskPending && tk.RetryAt != nil || lifecycle.TaskEnded(tk.State) || time.Now().After(deadline) {
-				break
-			}
-		}
+		agoratest.Poll(60*time.Second, func() bool {
+			tk = task()
+			return tk.State == lifecycle.TaskPending && tk.RetryAt != nil || lifecycle.TaskEnded(tk.State)
+		})
 		if tk.RetryAt == nil || time.Until(*tk.RetryAt) < time.Second {
 			continue // the jittered backoff was too short to kill serve inside it: another run
 		}
