@@ -208,7 +208,7 @@ k8s-cluster: k8s-tools
 N ?= 5
 RUN ?=
 STRESS_PKGS = ./internal/dispatch ./internal/orch/service ./internal/compute/... ./internal/k8stest \
-	./internal/mcpserver ./internal/replicate ./internal/egress/proxy ./internal/cli
+	./internal/mcpserver ./internal/replicate ./internal/egress/proxy ./internal/cli ./internal/selftest
 stress:
 	@test -n "$(PKG)" || { echo "make stress: name the package, e.g. make stress PKG=./internal/replicate N=5"; exit 2; }
 	./scripts/stress.sh -n $(N) $(if $(RUN),-run '$(RUN)') $(PKG)
