@@ -21,6 +21,7 @@ var testHelpers = []struct{ pkg, why string }{
 	{"internal/audit/audittest", "audit log fixtures"},
 	{"internal/oidcauth/oidctest", "the real OpenID Connect provider the OIDC tests sign in against"},
 	{"internal/k8stest", "a real control plane and node for the Kubernetes provider's tests"},
+	{"internal/k8stest/nodeparse", "k8stest's readers of the real node's tool output (mountinfo, nft sets, ctr imports)"},
 	{"internal/runtime/agentrun/agentruntest", "the real gateway on a socket and an in-memory auditor, for the worker's and the adapters' tests"},
 	{"internal/runtime/claudert/anthropictest", "a faithful fake Messages API"},
 	{"internal/runtime/claudert/internal/fakeclaude", "a stand-in claude CLI for the runtime's tests"},

@@ -17,7 +17,7 @@
 #
 # make test starts a --build-only run at the lowest priority (nice 19) before its unit step, so
 # the builds (a minute or two of CPU: every package compiled again with the fuzzer's coverage
-# instrumentation, 63 links) take the CPU the tests leave idle rather than time of their own;
+# instrumentation, 76 links) take the CPU the tests leave idle rather than time of their own;
 # this step then waits for that run to end (DIR/.lock) and uses its binaries. A package whose
 # binary is not there is built here, as without FUZZBIN.
 set -euo pipefail

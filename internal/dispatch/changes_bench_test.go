@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/dispatch/gitparse"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -64,7 +65,7 @@ func BenchmarkChanges(b *testing.B) {
 	})
 	b.Run("parse-raw", func(b *testing.B) {
 		for b.Loop() {
-			if c, err := parseRawDiff(raw); err != nil || len(c) != n {
+			if c, err := gitparse.RawDiff(raw); err != nil || len(c) != n {
 				b.Fatal(err)
 			}
 		}
@@ -137,7 +138,7 @@ func BenchmarkChangesLinks(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if t.changes, err = parseRawDiff(raw); err != nil || len(t.changes) != 100 {
+	if t.changes, err = gitparse.RawDiff(raw); err != nil || len(t.changes) != 100 {
 		b.Fatalf("%v, %d changes", err, len(t.changes))
 	}
 	spec := verdict.Spec{Command: []string{"true"}, Changes: benchChanges, Protect: benchProtect}

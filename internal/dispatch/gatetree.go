@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/dispatch/gitparse"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -166,62 +167,13 @@ func buildGateTree(ctx context.Context, r *Record, st *stage, patch []byte, stac
 	if err != nil {
 		return nil, err
 	}
-	if t.changes, err = parseRawDiff(raw); err != nil {
+	if t.changes, err = gitparse.RawDiff(raw); err != nil {
 		return nil, err
 	}
 	for _, c := range t.changes {
 		t.touched = append(t.touched, c.Path)
 	}
 	return t, nil
-}
-
-// parseRawDiff reads `diff-index --raw -z --no-renames --no-abbrev`: for each touched path,
-// ":OLDMODE NEWMODE OLDSHA NEWSHA STATUS" NUL PATH NUL. A link's Target is its new blob id
-// until links() reads the target.
-func parseRawDiff(raw []byte) ([]verdict.Change, error) {
-	out := make([]verdict.Change, 0, bytes.Count(raw, []byte{0})/2)
-	for len(raw) > 0 {
-		head, rest, ok := bytes.Cut(raw, []byte{0})
-		if !ok {
-			return nil, fmt.Errorf("git diff-index: a record without its path")
-		}
-		p, rest, ok := bytes.Cut(rest, []byte{0})
-		if !ok || len(p) == 0 {
-			return nil, fmt.Errorf("git diff-index: a record without its path")
-		}
-		raw = rest
-		var f [5][]byte
-		line, n := bytes.TrimPrefix(head, []byte{':'}), 0
-		for ; n < 5 && len(line) > 0; n++ {
-			f[n], line, _ = bytes.Cut(line, []byte{' '})
-		}
-		oldMode, ok1 := octal(f[0])
-		newMode, ok2 := octal(f[1])
-		if n != 5 || len(line) > 0 || len(head) == 0 || head[0] != ':' || !ok1 || !ok2 {
-			return nil, fmt.Errorf("git diff-index: record %q", head)
-		}
-		c := verdict.Change{Path: string(p), OldMode: oldMode, NewMode: newMode}
-		if newMode == verdict.ModeSymlink {
-			c.Target = string(f[3])
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// octal reads a git mode: 1 to 7 octal digits.
-func octal(b []byte) (uint32, bool) {
-	if len(b) == 0 || len(b) > 7 {
-		return 0, false
-	}
-	var n uint32
-	for _, c := range b {
-		if c < '0' || c > '7' {
-			return 0, false
-		}
-		n = n<<3 | uint32(c-'0')
-	}
-	return n, true
 }
 
 // hasNewLink reports whether the patch leaves a symbolic link at a path it touches.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/dispatch/gitparse"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -310,7 +311,7 @@ func TestRedTeam44G_GateTreeIgnoresRenameConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := parseRawDiff(raw)
+	again, err := gitparse.RawDiff(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

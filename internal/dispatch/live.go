@@ -1,13 +1,13 @@
 package dispatch
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/agora-dev/agora/internal/dispatch/logline"
 	"github.com/agora-dev/agora/internal/sandboxfs"
 )
 
@@ -152,25 +152,9 @@ func (d *Dispatcher) Live(id string) Live {
 		if len(b) == 0 || mod.Before(newest) {
 			continue
 		}
-		if line := lastLine(b); line != "" {
+		if line := logline.Last(b); line != "" {
 			l.LastLine, newest = line, mod
 		}
 	}
 	return l
-}
-
-// lastLine is the last line of b with anything but white space on it.
-func lastLine(b []byte) string {
-	for len(b) > 0 {
-		b = bytes.TrimRight(b, " \t\r\n")
-		i := bytes.LastIndexByte(b, '\n')
-		if line := bytes.TrimSpace(b[i+1:]); len(line) > 0 {
-			return string(line)
-		}
-		if i < 0 {
-			break
-		}
-		b = b[:i]
-	}
-	return ""
 }

@@ -9,35 +9,6 @@ import (
 	"testing"
 )
 
-func TestLastLine(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{"", ""},
-		{"\n\n \t\n", ""},
-		{"one", "one"},
-		{"one\ntwo\n", "two"},
-		{"one\n  two  \r\n\n\n", "two"},
-		{"partial line without newline", "partial line without newline"},
-	} {
-		if got := lastLine([]byte(tt.in)); got != tt.want {
-			t.Errorf("lastLine(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
-func FuzzLastLine(f *testing.F) {
-	f.Add([]byte("a\nb\n\n"))
-	f.Add([]byte("\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got := lastLine(b)
-		if strings.ContainsAny(got, "\n") || got != strings.TrimSpace(got) {
-			t.Fatalf("lastLine(%q) = %q: a line, trimmed", b, got)
-		}
-		if got != "" && !strings.Contains(string(b), got) {
-			t.Fatalf("lastLine(%q) = %q, not in the input", b, got)
-		}
-	})
-}
-
 // TestLive_Untrusted: a phase file holding anything but a known phase (with sandbox: none
 // the worker can write the stage) is not believed, and a huge log is read from its tail only.
 func TestLive_Untrusted(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/dispatch/supervisorname"
 )
 
 // selfSupervisor names this process as "<pid>:<start time>:<boot id>", so another process
@@ -77,31 +78,6 @@ func formatSupervisor(pid int, start uint64) string {
 	return s
 }
 
-// parseSupervisor parses a supervisor name in its one canonical form: "<pid>:<start>:<boot>"
-// or, written before boot ids, "<pid>:<start>" (boot ""); pid and start are decimal with no
-// sign or leading zeros, pid at least 1, boot as [local.IsBootID] has it. A name is read back
-// from the database, so anything else is malformed (ok false), never guessed at.
-func parseSupervisor(s string) (pid int, start uint64, boot string, ok bool) {
-	f := strings.Split(s, ":")
-	switch len(f) {
-	case 3:
-		boot = f[2]
-		if !local.IsBootID(boot) {
-			return 0, 0, "", false
-		}
-	case 2:
-	default:
-		return 0, 0, "", false
-	}
-	p, err1 := strconv.ParseUint(f[0], 10, 31)
-	start, err2 := strconv.ParseUint(f[1], 10, 64)
-	if err1 != nil || err2 != nil || p < 1 ||
-		strconv.FormatUint(p, 10) != f[0] || strconv.FormatUint(start, 10) != f[1] {
-		return 0, 0, "", false
-	}
-	return int(p), start, boot, true
-}
-
 // supervisorAlive reports whether the process named by s still runs. A name made in another
 // boot is dead, whatever process of this boot has its pid and start time; so is every name
 // with a boot when this process cannot read the running boot's id (it cannot tell, and its
@@ -109,7 +85,7 @@ func parseSupervisor(s string) (pid int, start uint64, boot string, ok bool) {
 // always was, by pid and start time: nothing in it tells its boot, and taking it for dead
 // would end, and stop the sandboxes of, the live dispatches of an agora being upgraded.
 func supervisorAlive(s string) bool {
-	pid, start, boot, ok := parseSupervisor(s)
+	pid, start, boot, ok := supervisorname.Parse(s)
 	if !ok {
 		return false
 	}

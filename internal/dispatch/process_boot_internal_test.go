@@ -3,10 +3,10 @@ package dispatch
 import (
 	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/dispatch/supervisorname"
 )
 
 // otherBoot is a boot id no real boot has had: a later boot's, to a name made in this one.
@@ -19,55 +19,17 @@ func asBoot(boot string) (restore func()) {
 	return func() { currentBoot = prev }
 }
 
-func TestParseSupervisor(t *testing.T) {
-	for _, tt := range []struct {
-		in    string
-		pid   int
-		start uint64
-		boot  string
-		ok    bool
-	}{
-		{in: "123:456:" + otherBoot, pid: 123, start: 456, boot: otherBoot, ok: true},
-		{in: "1:0:" + otherBoot, pid: 1, start: 0, boot: otherBoot, ok: true},
-		{in: "123:456", pid: 123, start: 456, ok: true}, // before boot ids
-		{in: "1:18446744073709551615", pid: 1, start: 1<<64 - 1, ok: true},
-		{in: ""},
-		{in: "123"},
-		{in: "0:1"},
-		{in: "-1:1"},
-		{in: "+1:1"},
-		{in: "01:1"},
-		{in: "1:01"},
-		{in: "1:-1"},
-		{in: "2147483648:1"},
-		{in: "1:18446744073709551616"},
-		{in: "1:2:"},
-		{in: ":1:" + otherBoot},
-		{in: "1::" + otherBoot},
-		{in: "1:2:" + strings.ToUpper(otherBoot)},
-		{in: "1:2:" + otherBoot[:31]},
-		{in: "1:2:" + otherBoot + "0"},
-		{in: "1:2:0123456789-abcdef0123456789abcdef"},
-		{in: "1:2:" + otherBoot + ":3"},
-		{in: otherBoot + ":1:2"},
-		{in: "1:2:3"},
-		{in: " 1:2"},
-		{in: "1:2\n"},
-	} {
-		pid, start, boot, ok := parseSupervisor(tt.in)
-		if ok != tt.ok || pid != tt.pid || start != tt.start || boot != tt.boot {
-			t.Errorf("parseSupervisor(%q) = %d, %d, %q, %v; want %d, %d, %q, %v", tt.in, pid, start, boot, ok, tt.pid, tt.start, tt.boot, tt.ok)
-		}
-	}
-	// What this process writes reads back as what it wrote, with this boot's id.
+// TestSupervisorName_ReadsBack: what this process writes reads back as what it wrote, with
+// this boot's id.
+func TestSupervisorName_ReadsBack(t *testing.T) {
 	boot, err := local.BootID()
 	if err != nil {
 		t.Skipf("SKIP: no boot id here: %v", err)
 	}
 	for _, s := range []string{selfSupervisor(), parentSupervisor(), formatSupervisor(7, 0)} {
-		pid, start, b, ok := parseSupervisor(s)
+		pid, start, b, ok := supervisorname.Parse(s)
 		if !ok || b != boot || s != strconv.Itoa(pid)+":"+strconv.FormatUint(start, 10)+":"+boot {
-			t.Errorf("parseSupervisor(%q) = %d, %d, %q, %v: not this boot's name read back", s, pid, start, b, ok)
+			t.Errorf("supervisorname.Parse(%q) = %d, %d, %q, %v: not this boot's name read back", s, pid, start, b, ok)
 		}
 	}
 }
@@ -130,32 +92,4 @@ func TestFormatSupervisor_NoBootID(t *testing.T) {
 	if got := formatSupervisor(42, 7); got != "42:7" {
 		t.Errorf("formatSupervisor with no boot id = %q, want 42:7", got)
 	}
-}
-
-// FuzzParseSupervisor: a supervisor name is read back from the database, so any string may
-// reach the parser: it never panics, and what it accepts is canonical (formatted again from
-// its parts, it is the same string) with a pid of at least 1.
-func FuzzParseSupervisor(f *testing.F) {
-	for _, s := range []string{"1:0", "4194305:1", "12:34:" + otherBoot, "0:1", "+5:1", "05:1", "1:2:3", "1::", ":", "", "1:2:" + strings.ToUpper(otherBoot)} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		pid, start, boot, ok := parseSupervisor(s)
-		if !ok {
-			return
-		}
-		if pid < 1 {
-			t.Fatalf("%q parsed to pid %d", s, pid)
-		}
-		again := strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10)
-		if boot != "" {
-			if !local.IsBootID(boot) {
-				t.Fatalf("%q parsed to boot %q", s, boot)
-			}
-			again += ":" + boot
-		}
-		if again != s {
-			t.Fatalf("%q parsed to %d, %d, %q: not its canonical form %q", s, pid, start, boot, again)
-		}
-	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/dispatch/gitparse"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
@@ -176,7 +177,7 @@ func applyStack(ctx context.Context, git gitRunner, base string, commits bool, p
 		if err != nil {
 			return "", fmt.Errorf("read commit %s: %w", base, err)
 		}
-		if date, err = committerDate(body); err != nil {
+		if date, err = gitparse.CommitterDate(body); err != nil {
 			return "", fmt.Errorf("commit %s: %w", base, err)
 		}
 		if _, err := git(ctx, nil, "read-tree", base); err != nil {
@@ -261,31 +262,6 @@ func writeStackCommit(ctx context.Context, git gitRunner, tree, parent, date str
 		return "", fmt.Errorf("git hash-object printed %q", cut(id))
 	}
 	return id, nil
-}
-
-// committerDate is the "SECONDS +ZONE" of a commit object's committer line.
-func committerDate(body []byte) (string, error) {
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" {
-			break // the headers end
-		}
-		rest, ok := strings.CutPrefix(line, "committer ")
-		if !ok {
-			continue
-		}
-		i := strings.LastIndexByte(rest, '>')
-		f := strings.Fields(rest[i+1:])
-		if i < 0 || len(f) != 2 || f[0] == "" || strings.Trim(f[0], "0123456789") != "" || !validZone(f[1]) {
-			return "", fmt.Errorf("its committer line %q is not one git writes", cut(line))
-		}
-		return f[0] + " " + f[1], nil
-	}
-	return "", errors.New("it has no committer")
-}
-
-// validZone reports whether z is a zone as git writes it: +HHMM or -HHMM.
-func validZone(z string) bool {
-	return len(z) == 5 && (z[0] == '+' || z[0] == '-') && strings.Trim(z[1:], "0123456789") == ""
 }
 
 func isObjectID(s string) bool {

@@ -265,31 +265,6 @@ func TestStack_NoWriteThroughALink(t *testing.T) {
 	}
 }
 
-// FuzzCommitterDate: a commit object's committer date is read without a panic, and what is
-// returned is git's "SECONDS +ZONE", nothing of the rest of the line.
-func FuzzCommitterDate(f *testing.F) {
-	for _, s := range []string{
-		"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a <a@a> 1 +0000\ncommitter a <a@a> 1700000000 -0700\n\nmsg\n",
-		"committer >\n",
-		"committer a <a> x y\n",
-		"\ncommitter a <a@a> 1 +0000\n",
-		"committer no angle 1 +0000\n",
-		"",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		d, err := committerDate(body)
-		if err != nil {
-			return
-		}
-		f := strings.Fields(d)
-		if len(f) != 2 || f[0] == "" || strings.Trim(f[0], "0123456789") != "" || !validZone(f[1]) || strings.ContainsAny(d, "\n<>") {
-			t.Errorf("committerDate = %q", d)
-		}
-	})
-}
-
 // TestStack_ForgedIndexLineMergesNothingElse: a base's patch whose index line names an older
 // blob of the file (kept in the history) puts its hunk where it applies as is, on the lines
 // its verify gate changed, not where git's --3way would merge it from that older blob (the

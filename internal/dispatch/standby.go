@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/dispatch/standbyclaim"
 	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
@@ -43,41 +43,6 @@ const StandbyEnded = "ended"
 
 // maxStandbyLine bounds a line of the standby protocol.
 const maxStandbyLine = 256
-
-// ParseClaim reads the holder's claim line (without its newline): the dispatch id it hands
-// over. The id is checked for its form only; the supervisor reads the rest from agora.db.
-func ParseClaim(line string) (string, error) {
-	id, ok := strings.CutPrefix(line, "claim ")
-	if !ok {
-		return "", fmt.Errorf("standby: want %q, got %q", "claim ID", clipLine(line))
-	}
-	if err := checkDispatchID(id); err != nil {
-		return "", fmt.Errorf("standby: %w", err)
-	}
-	return id, nil
-}
-
-// checkDispatchID accepts the ids agora makes (ULIDs; the orchestrator's attempt ids):
-// 1-128 characters of letters, digits, '-', '_' and '.', starting with a letter or digit
-// (never an option, a dot file or a path).
-func checkDispatchID(id string) error {
-	if id == "" || len(id) > 128 || !(id[0] >= 'a' && id[0] <= 'z' || id[0] >= 'A' && id[0] <= 'Z' || id[0] >= '0' && id[0] <= '9') {
-		return fmt.Errorf("dispatch id %q: want 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit", clipLine(id))
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("dispatch id %q: want 1-128 letters, digits, '-', '_' or '.'", clipLine(id))
-		}
-	}
-	return nil
-}
-
-func clipLine(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
 
 // readLine reads one line of at most maxStandbyLine bytes, without its newline.
 func readLine(r *bufio.Reader) (string, error) {
@@ -186,7 +151,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 			line, got = l, true
 		}
 	}
-	id, err := ParseClaim(line)
+	id, err := standbyclaim.Parse(line)
 	if err != nil {
 		say("refused %v", err)
 		return nil, err

@@ -216,21 +216,6 @@ func TestStandby_RefusesWhatIsNotAClaim(t *testing.T) {
 	}
 }
 
-func FuzzParseClaim(f *testing.F) {
-	for _, s := range []string{"claim 01J0000000000000000000000", "claim ", "claim ../x", "ready x", "claim a.b-c_d"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, line string) {
-		id, err := dispatch.ParseClaim(line)
-		if err != nil {
-			return
-		}
-		if line != "claim "+id || id == "" || strings.ContainsAny(id, "/ \n\x00") || strings.HasPrefix(id, ".") || strings.HasPrefix(id, "-") {
-			t.Fatalf("ParseClaim(%q) = %q", line, id)
-		}
-	})
-}
-
 // TestStandby_PlantedTemplateFitsNoDispatch: a template.json planted with a host file bound
 // into the sandbox (one more bind outside /agora) makes a slot whose shape no real dispatch
 // has: the claimed dispatch runs cold, in a sandbox of its own spec, and never sees the file.

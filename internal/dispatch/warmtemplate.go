@@ -13,7 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
-	"github.com/agora-dev/agora/internal/strictjson"
+	"github.com/agora-dev/agora/internal/dispatch/warmtemplate"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -27,25 +27,11 @@ import (
 // that shape, so a file planted with other binds makes slots no dispatch fits.
 const templateFile = "template.json"
 
-// maxTemplate bounds a template file's size: a spec's argv, env and binds.
-const maxTemplate = 64 << 10
+// maxTemplate bounds a template file's size.
+const maxTemplate = warmtemplate.MaxBytes
 
 // warmTemplate is the template as stored.
-type warmTemplate struct {
-	Argv    []string       `json:"argv"`
-	Env     []string       `json:"env"`
-	Dir     string         `json:"dir"`
-	Network bool           `json:"network"`
-	Sandbox string         `json:"sandbox"`
-	Limits  compute.Limits `json:"limits"`
-	Binds   []compute.Bind `json:"binds"`
-	Files   int            `json:"files"`
-}
-
-func (t warmTemplate) spec() compute.Spec {
-	return compute.Spec{Argv: t.Argv, Env: t.Env, Dir: t.Dir, Network: t.Network, Sandbox: t.Sandbox,
-		Limits: t.Limits, Binds: t.Binds, Files: make([]*os.File, t.Files)}
-}
+type warmTemplate = warmtemplate.Template
 
 // templateOf is spec as a template of target's slots: no sinks, no files but their number,
 // no uid, and its shape as the ID (the pools' key).
@@ -144,30 +130,11 @@ func readTemplate(stateDir, target string) (compute.Spec, error) {
 	if err != nil {
 		return compute.Spec{}, fmt.Errorf("warm template of target %q: %w", target, err)
 	}
-	spec, err := parseTemplate(b)
+	spec, err := warmtemplate.Parse(b)
 	if err != nil {
 		return compute.Spec{}, fmt.Errorf("warm template of target %q: %w", target, err)
 	}
 	return templateOf(stateDir, target, spec), nil
-}
-
-// parseTemplate decodes a stored template exactly (strictjson) and checks what a slot
-// start would otherwise trip on late.
-func parseTemplate(b []byte) (compute.Spec, error) {
-	var t warmTemplate
-	if err := strictjson.Decode("template", b, maxTemplate, &t); err != nil {
-		return compute.Spec{}, err
-	}
-	if len(t.Argv) == 0 {
-		return compute.Spec{}, errors.New("template has no argv")
-	}
-	if t.Files < 0 || t.Files > 8 {
-		return compute.Spec{}, fmt.Errorf("template passes %d files: want 0 to 8", t.Files)
-	}
-	if t.Sandbox == compute.SandboxNone {
-		return compute.Spec{}, errors.New("template of sandbox none: nothing to start ahead")
-	}
-	return t.spec(), nil
 }
 
 // WarmShape returns the shape of target's standby slots now (the key serve claims them by),

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/k8stest/nodeparse"
 )
 
 // NetworkPolicy enforcement on the real node: kubernetes-sigs/kube-network-policies,
@@ -165,21 +167,5 @@ func (c *Cluster) NetpolPolices(ctx context.Context, ip string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("nft list set inet %s podips-v4: %w", NetpolTable, err)
 	}
-	return setHolds(string(out), ip), nil
-}
-
-// setHolds reports whether nft's listing of a set (`nft list set ...`) holds element ip: its
-// "elements = { a, b,\n c }" part, absent when the set is empty.
-func setHolds(listing, ip string) bool {
-	_, elems, ok := strings.Cut(listing, "elements = {")
-	if !ok {
-		return false
-	}
-	elems, _, _ = strings.Cut(elems, "}")
-	for _, e := range strings.FieldsFunc(elems, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
-		if e == ip {
-			return true
-		}
-	}
-	return false
+	return nodeparse.SetHolds(string(out), ip), nil
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/k8stest/nodeparse"
 )
 
 // The real node: Debian's containerd and runc, the bridge CNI plugin, and a kubelet built by
@@ -342,61 +344,20 @@ func (c *Cluster) ImportImage(ctx context.Context, tarball []byte) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	imported := importedImages(out)
+	imported := nodeparse.ImportedImages(out)
 	if len(imported) == 0 {
 		return nil, fmt.Errorf("ctr images import named no image: %s", bytes.TrimSpace(out))
 	}
 	var pinned []string
 	for _, im := range imported {
-		ref := im.repo + "@" + im.digest
+		ref := im.Repo + "@" + im.Digest
 		// A second import of the same image finds the name taken: that is the same content.
-		if out, err := c.ctr(ctx, nil, "images", "tag", im.name, ref); err != nil && !bytes.Contains(out, []byte("already exists")) {
+		if out, err := c.ctr(ctx, nil, "images", "tag", im.Name, ref); err != nil && !bytes.Contains(out, []byte("already exists")) {
 			return nil, err
 		}
 		pinned = append(pinned, ref)
 	}
 	return pinned, nil
-}
-
-type importedImage struct{ name, repo, digest string }
-
-// importedImages reads ctr's "unpacking NAME (sha256:HEX)...done" lines. A NAME without a
-// tag (an image ID, a digest name) yields nothing: it has no repository to pin.
-func importedImages(out []byte) []importedImage {
-	var ims []importedImage
-	for _, line := range strings.Split(string(out), "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "unpacking ")
-		if !ok {
-			continue
-		}
-		name, rest, ok := strings.Cut(rest, " (")
-		if !ok {
-			continue
-		}
-		digest, _, ok := strings.Cut(rest, ")")
-		if !ok || !isDigest(digest) || strings.ContainsAny(name, "@ \t") || strings.HasPrefix(name, "sha256:") {
-			continue
-		}
-		i := strings.LastIndexByte(name, ':')
-		if i <= 0 || i <= strings.LastIndexByte(name, '/') || i == len(name)-1 {
-			continue
-		}
-		ims = append(ims, importedImage{name: name, repo: name[:i], digest: digest})
-	}
-	return ims
-}
-
-func isDigest(s string) bool {
-	hex, ok := strings.CutPrefix(s, "sha256:")
-	if !ok || len(hex) != 64 {
-		return false
-	}
-	for _, r := range hex {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // drainRealNode ends every pod through the kubelet before the node goes away, so no container,

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/k8stest/nodeparse"
 )
 
 // Registry is a real OCI registry (the CNCF distribution registry, built by
@@ -261,7 +263,7 @@ func (r *Registry) PushPodman(ctx context.Context, src, repo, tag string) (strin
 	if err != nil {
 		return "", fmt.Errorf("podman push %s: read the digest: %w", dst, err)
 	}
-	if digest := strings.TrimSpace(string(d)); isDigest(digest) {
+	if digest := strings.TrimSpace(string(d)); nodeparse.IsDigest(digest) {
 		return r.Host + "/" + repo + "@" + digest, nil
 	}
 	return "", fmt.Errorf("podman push %s: digest file holds %q", dst, d)

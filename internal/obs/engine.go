@@ -67,7 +67,7 @@ func (m *Metrics) observeBatch(b orch.Batch) {
 	}
 	for i := range b.Entries {
 		e := &b.Entries[i]
-		kind := m.kinds.of(strings.TrimPrefix(e.Kind, entry.OrchPrefix))
+		kind := m.kinds.Of(strings.TrimPrefix(e.Kind, entry.OrchPrefix))
 		m.transitions.WithLabelValues(kind).Inc()
 		m.appends.WithLabelValues("orch.db", kind).Inc()
 		switch e.Kind {
@@ -79,9 +79,9 @@ func (m *Metrics) observeBatch(b orch.Batch) {
 			if e.Kind == entry.TaskRetryScheduled {
 				state = lifecycle.TaskFailed
 			}
-			m.attemptsEnded.WithLabelValues(state, m.reasons.of(str(e.Details[entry.KeyReason]))).Inc()
+			m.attemptsEnded.WithLabelValues(state, m.reasons.Of(str(e.Details[entry.KeyReason]))).Inc()
 		case entry.RunEnded:
-			m.runsEnded.WithLabelValues(m.kinds.of(str(e.Details[entry.KeyState]))).Inc()
+			m.runsEnded.WithLabelValues(m.kinds.Of(str(e.Details[entry.KeyState]))).Inc()
 		}
 	}
 }

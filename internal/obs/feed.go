@@ -99,7 +99,7 @@ func (f *AuditFeed) CatchUp(ctx context.Context) error {
 			return fmt.Errorf("read audit log: %w", err)
 		}
 		f.next = seq + 1
-		f.m.appends.WithLabelValues("agora.db", f.m.kinds.of(kind)).Inc()
+		f.m.appends.WithLabelValues("agora.db", f.m.kinds.Of(kind)).Inc()
 		if !feedKind(kind) {
 			continue
 		}
@@ -132,17 +132,17 @@ func (f *AuditFeed) count(e *feedEntry) (endedID string) {
 	d := e.Details
 	switch e.Kind {
 	case entry.DispatchAccepted:
-		fm.dispatchesStarted.WithLabelValues(f.targets.of(str(d[entry.KeyTarget]))).Inc()
+		fm.dispatchesStarted.WithLabelValues(f.targets.Of(str(d[entry.KeyTarget]))).Inc()
 	case entry.DispatchFinished, entry.DispatchFailed, entry.DispatchCancelled, entry.DispatchNeedsInput:
 		state := strings.TrimPrefix(e.Kind, entry.DispatchPrefix)
-		fm.dispatchesEnded.WithLabelValues(state, f.m.reasons.of(str(d[entry.KeyReason]))).Inc()
+		fm.dispatchesEnded.WithLabelValues(state, f.m.reasons.Of(str(d[entry.KeyReason]))).Inc()
 		id, _ := entry.DispatchOf(e.Subject)
 		return id
 	case entry.ToolGateway:
 		g := entry.ReadGatewayCall(d)
-		fm.gateway.WithLabelValues(f.routes.of(g.Route), f.m.kinds.of(g.Decision)).Inc()
+		fm.gateway.WithLabelValues(f.routes.Of(g.Route), f.m.kinds.Of(g.Decision)).Inc()
 		if g.Usage {
-			sub, model := f.subagents.of(nameOf(entry.RoleOf(e.Actor))), f.models.of(g.Model)
+			sub, model := f.subagents.Of(nameOf(entry.RoleOf(e.Actor))), f.models.Of(g.Model)
 			fm.modelCalls.WithLabelValues(sub, model).Inc()
 			fm.modelTokens.WithLabelValues(sub, model, "input").Add(g.InputTokens)
 			fm.modelTokens.WithLabelValues(sub, model, "output").Add(g.OutputTokens)
@@ -151,13 +151,13 @@ func (f *AuditFeed) count(e *feedEntry) (endedID string) {
 		}
 	case entry.ToolGatewayRefused:
 		g := entry.ReadGatewayCall(d)
-		fm.gateway.WithLabelValues(f.routes.of(g.Route), "denied").Add(g.Count)
+		fm.gateway.WithLabelValues(f.routes.Of(g.Route), "denied").Add(g.Count)
 	case entry.ToolCall:
-		fm.toolCalls.WithLabelValues(f.tools.of(str(d[entry.KeyTool])), f.m.kinds.of(str(d[entry.KeyDecision]))).Inc()
+		fm.toolCalls.WithLabelValues(f.tools.Of(str(d[entry.KeyTool])), f.m.kinds.Of(str(d[entry.KeyDecision]))).Inc()
 	case entry.NetConnect, entry.NetRequest:
-		fm.egress.WithLabelValues(strings.TrimPrefix(e.Kind, entry.NetPrefix), f.m.kinds.of(str(d[entry.KeyDecision]))).Inc()
+		fm.egress.WithLabelValues(strings.TrimPrefix(e.Kind, entry.NetPrefix), f.m.kinds.Of(str(d[entry.KeyDecision]))).Inc()
 	case entry.MCPToolCall, entry.MCPToolDenied:
-		fm.mcp.WithLabelValues(f.tools.of(str(d[entry.KeyTool])), f.clients.of(e.Actor), f.m.kinds.of(str(d[entry.KeyDecision]))).Inc()
+		fm.mcp.WithLabelValues(f.tools.Of(str(d[entry.KeyTool])), f.clients.Of(e.Actor), f.m.kinds.Of(str(d[entry.KeyDecision]))).Inc()
 	}
 	return ""
 }
@@ -180,7 +180,7 @@ func (f *AuditFeed) ended(ctx context.Context, id string) error {
 	}
 	if r.Result != nil {
 		for _, p := range r.Result.Phases {
-			fm.phase.WithLabelValues(f.phases.of(p.Name)).Observe(float64(p.MS) / 1000)
+			fm.phase.WithLabelValues(f.phases.Of(p.Name)).Observe(float64(p.MS) / 1000)
 		}
 	}
 	return nil

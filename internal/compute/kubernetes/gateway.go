@@ -7,9 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +15,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/agora-dev/agora/internal/compute/kubernetes/gatewayurl"
 )
 
 // Resolving a gateway name.
@@ -105,73 +105,17 @@ func (p *GatewayPeer) policyPeer() networkingv1.NetworkPolicyPeer {
 	}
 }
 
-// parseGatewayURL accepts exactly https://HOST:PORT[/], HOST an IP address or a DNS name.
+// parseGatewayURL accepts exactly https://HOST:PORT[/], HOST an IP address or a DNS name
+// ([gatewayurl.Parse]).
 func parseGatewayURL(s string) (gatewayAddr, error) {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "https" || u.User != nil || (u.Path != "" && u.Path != "/") ||
-		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return gatewayAddr{}, fmt.Errorf("gateway %q: want https://HOST:PORT", s)
+	a, err := gatewayurl.Parse(s)
+	if err != nil {
+		return gatewayAddr{}, err
 	}
-	port, err := strconv.ParseUint(u.Port(), 10, 16)
-	if err != nil || port == 0 {
-		return gatewayAddr{}, fmt.Errorf("gateway %q: want an explicit port", s)
+	if a.Name != "" {
+		return gatewayAddr{name: a.Name, port: a.Port}, nil
 	}
-	host := u.Hostname()
-	if addr, err := netip.ParseAddr(host); err == nil {
-		if addr.Zone() != "" {
-			return gatewayAddr{}, fmt.Errorf("gateway %q: an address with a zone is not reachable from a pod", s)
-		}
-		return gatewayAddr{addrs: []netip.Addr{addr.Unmap()}, port: uint16(port)}, nil
-	}
-	if !validDNSName(host) || isLocalhost(host) {
-		return gatewayAddr{}, fmt.Errorf("gateway %q: %s", s, whyNotDNSName(host))
-	}
-	return gatewayAddr{name: host, port: uint16(port)}, nil
-}
-
-// validDNSName reports whether s is a lowercase RFC 1123 name with a dot, as a pod's
-// hostAliases takes it: labels of [a-z0-9-], not starting or ending with '-', at most 63
-// bytes each and 253 in all. A single label is refused: a pod's resolver would add its
-// search domains to it.
-func validDNSName(s string) bool {
-	if len(s) > 253 || !strings.Contains(s, ".") {
-		return false
-	}
-	for l := range strings.SplitSeq(s, ".") {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for _, c := range l {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	// All digits and dots is an IPv4 address written oddly ("10.1"), never a name.
-	return strings.Trim(s, "0123456789.") != ""
-}
-
-// whyNotDNSName says, for a host validDNSName refused, what is wrong with it and what to write
-// instead: the usual mistakes are localhost, a short name and capitals.
-func whyNotDNSName(host string) string {
-	switch lower := strings.ToLower(host); {
-	case isLocalhost(lower):
-		return "localhost is this machine's loopback, which no pod can reach; " +
-			"give an address of this host that the cluster's pods reach (the node's IP, or a DNS name for it)"
-	case lower != host && validDNSName(lower):
-		return fmt.Sprintf("write the name in lowercase (%s): a pod's /etc/hosts matches it exactly", lower)
-	case !strings.Contains(host, "."):
-		return fmt.Sprintf("%q is a single-label name, which a pod's resolver would extend with its search domains; "+
-			"give a fully qualified name (with a dot) or an IP address", host)
-	default:
-		return "host must be an IP address or a DNS name of lowercase letters, digits, '-' and dots (at most 253 bytes, labels of at most 63)"
-	}
-}
-
-// isLocalhost reports whether host is localhost or a name beneath it (RFC 6761: they resolve
-// to loopback addresses, which resolveGateway refuses anyway; saying so at parse is clearer).
-func isLocalhost(host string) bool {
-	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+	return gatewayAddr{addrs: []netip.Addr{a.IP}, port: a.Port}, nil
 }
 
 // resolveGateway returns the gateway's addresses for one Job: the IP address of the URL, or

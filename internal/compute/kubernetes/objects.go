@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/kubernetes/podenv"
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
@@ -70,49 +71,17 @@ func networkPolicyObject(ns, name, id string, gw gatewayAddr) *networkingv1.Netw
 // envVar is one variable of the spec's environment.
 type envVar struct{ name, value string }
 
-// splitEnv parses the spec's "NAME=value" list. Names must be C identifiers (they become Secret
-// keys), unique, and not one the provider sets itself.
+// splitEnv parses the spec's "NAME=value" list ([podenv.Split]).
 func splitEnv(env []string) ([]envVar, error) {
-	seen := map[string]bool{}
-	out := make([]envVar, 0, len(env))
-	for _, kv := range env {
-		name, value, ok := strings.Cut(kv, "=")
-		if !ok || !isEnvName(name) {
-			return nil, fmt.Errorf("environment entry %q: want NAME=value with NAME a C identifier", redactedEnv(kv))
-		}
-		switch name {
-		case remote.GatewayURLEnv, remote.TokenEnv, remote.CAEnv, remote.StageEnv, remote.RlimitsEnv, "PWD":
-			return nil, fmt.Errorf("environment variable %s is set by the provider", name)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("environment variable %s is set twice", name)
-		}
-		seen[name] = true
-		out = append(out, envVar{name, value})
+	vars, err := podenv.Split(env)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]envVar, len(vars))
+	for i, v := range vars {
+		out[i] = envVar{v.Name, v.Value}
 	}
 	return out, nil
-}
-
-// redactedEnv keeps an environment entry's name for a message, never its value.
-func redactedEnv(kv string) string {
-	name, _, _ := strings.Cut(kv, "=")
-	if len(name) > 64 {
-		name = name[:64]
-	}
-	return name + "=..."
-}
-
-func isEnvName(s string) bool {
-	if s == "" || len(s) > 200 || ('0' <= s[0] && s[0] <= '9') {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkMounts validates a session's mounts before any of them names a volume or a path: names

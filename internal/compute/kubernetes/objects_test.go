@@ -237,26 +237,3 @@ func TestCheckMounts(t *testing.T) {
 		t.Error("a duplicate mount name was accepted")
 	}
 }
-
-func TestSplitEnv(t *testing.T) {
-	for _, c := range []struct {
-		env []string
-		ok  bool
-	}{
-		{[]string{"A=1", "B_2=x=y"}, true},
-		{[]string{"A"}, false},
-		{[]string{"1A=x"}, false},
-		{[]string{"A-B=x"}, false},
-		{[]string{"A=1", "A=2"}, false},
-		{[]string{remote.TokenEnv + "=x"}, false},
-		{[]string{"PWD=/"}, false},
-	} {
-		_, err := splitEnv(c.env)
-		if (err == nil) != c.ok {
-			t.Errorf("splitEnv(%q) = %v, want ok %v", c.env, err, c.ok)
-		}
-		if err != nil && strings.Contains(err.Error(), "=1") {
-			t.Errorf("error %q echoes a value", err)
-		}
-	}
-}

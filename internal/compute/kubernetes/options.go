@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -269,17 +268,3 @@ func checkCA(b []byte) error {
 
 // agentSandbox reports whether the target's dispatches run as agent-sandbox Sandboxes.
 func (p *Provider) agentSandbox() bool { return p.opts.Backend == BackendAgentSandbox }
-
-// isDNSSubdomain reports whether s is an RFC 1123 subdomain (labels joined by dots, at most
-// 253).
-func isDNSSubdomain(s string) bool {
-	if len(s) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(s, ".") {
-		if !isDNSLabel(l) {
-			return false
-		}
-	}
-	return true
-}

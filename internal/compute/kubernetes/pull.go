@@ -6,16 +6,16 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agora-dev/agora/internal/compute/kubernetes/k8sname"
 )
 
 // Image pull settings: images published to a private registry are pulled with
 // docker-registry Secrets the cluster's operator made in the target's namespace. agora only
 // names them in the pod spec; it never reads, writes or prints them.
 
-// MaxPullSecrets bounds a target's image_pull_secrets: a pod spec names each one, and every
-// pod agora makes carries the list, so a config of thousands would bloat each object towards
-// etcd's size limit and make every kubelet look each one up.
-const MaxPullSecrets = 16
+// MaxPullSecrets bounds a target's image_pull_secrets (see [k8sname.MaxPullSecrets]).
+const MaxPullSecrets = k8sname.MaxPullSecrets
 
 // The image pull policies a target may set ([Options.PullPolicy]).
 const (
@@ -24,32 +24,10 @@ const (
 	PullNever        = string(corev1.PullNever)
 )
 
-// ownNamePrefix starts the name of every object agora makes in the namespace (objectName:
-// agora-<id>; a slot's agora-<slot>). A pull secret of that name would be one of agora's own
-// Secrets (a dispatch's token, CA and egress proxy password), never a registry credential.
-const ownNamePrefix = "agora-"
-
 // CheckPullSecrets validates image_pull_secrets: at most [MaxPullSecrets] names, each a
 // DNS-1123 subdomain (a Secret's name: no '/', no control character, nothing a path could
-// be made of), none twice and none of agora's own Secrets' names.
-func CheckPullSecrets(names []string) error {
-	if len(names) > MaxPullSecrets {
-		return fmt.Errorf("%d names; at most %d (each pod agora makes names every one)", len(names), MaxPullSecrets)
-	}
-	seen := make(map[string]bool, len(names))
-	for i, n := range names {
-		switch {
-		case !isDNSSubdomain(n):
-			return fmt.Errorf("name %d, %q: not a Secret name (lowercase letters, digits, '-' and '.', at most 253)", i+1, clip(n))
-		case strings.HasPrefix(n, ownNamePrefix):
-			return fmt.Errorf("name %q: names starting %q are agora's own Secrets (a dispatch's token and proxy password), not registry credentials", n, ownNamePrefix)
-		case seen[n]:
-			return fmt.Errorf("name %q is listed twice", n)
-		}
-		seen[n] = true
-	}
-	return nil
-}
+// be made of), none twice and none of agora's own Secrets' names ([k8sname.CheckPullSecrets]).
+func CheckPullSecrets(names []string) error { return k8sname.CheckPullSecrets(names) }
 
 // CheckPullPolicy validates image_pull_policy: "" (IfNotPresent, the default), IfNotPresent,
 // Always or Never.

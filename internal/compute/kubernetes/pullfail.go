@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/kubernetes/kubetext"
 )
 
 // A pod whose image cannot be pulled (a missing pull secret, a wrong password, an image the
@@ -66,25 +66,8 @@ func (p *Provider) pullFailure(pod *corev1.Pod) *PullError {
 	return nil
 }
 
-// printable is s with every control character, and every character that reorders or hides
-// text (agenttext.Hidden: bidirectional controls, line separators, zero-width and tag
-// characters), a space, cut at limit bytes (on a rune boundary): the kubelet's message, which
-// a registry shapes, goes into a record, a terminal and MCP output, and not every reader
-// escapes what it shows.
-func printable(s string, limit int) string {
-	var b strings.Builder
-	for _, r := range s {
-		if b.Len()+len(string(r)) > limit {
-			b.WriteString("...")
-			break
-		}
-		if r < 0x20 || agenttext.Hidden(r) {
-			r = ' '
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// printable is s made safe to show and cut at limit bytes ([kubetext.Printable]).
+func printable(s string, limit int) string { return kubetext.Printable(s, limit) }
 
 // jobPodPullFailure is pullFailure for a pod the dispatch's Job controls. The label selector
 // alone is not proof: whoever may create pods in the namespace may label one with the Job's

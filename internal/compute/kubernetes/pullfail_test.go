@@ -77,28 +77,6 @@ func TestJobPodPullFailure_ForgedLabel(t *testing.T) {
 	}
 }
 
-// FuzzPrintable: whatever the kubelet says, the copy is valid UTF-8 without a control
-// character and within its limit.
-func FuzzPrintable(f *testing.F) {
-	f.Add("401 Unauthorized\n\x1b[2J", 16)
-	f.Add(strings.Repeat("é", 40), 7)
-	f.Add("realm=\u202eexe.gdp\u2028x\u200b", 64)
-	f.Fuzz(func(t *testing.T, s string, limit int) {
-		if limit < 0 || limit > 4096 {
-			return
-		}
-		out := printable(s, limit)
-		if !utf8.ValidString(out) || len(out) > limit+3 {
-			t.Fatalf("printable(%q, %d) = %q", s, limit, out)
-		}
-		for _, r := range out {
-			if r < 0x20 || agenttext.Hidden(r) {
-				t.Fatalf("printable(%q) kept %U", s, r)
-			}
-		}
-	})
-}
-
 // TestRedTeam36_PullMessageHidesNothing: a registry shapes the kubelet's pull message (its
 // error text, a token realm's URL), so it can carry a right-to-left override, a line separator
 // or a zero-width character, which printable let through (it replaced C0, DEL and C1 only):

@@ -1,4 +1,4 @@
-package obs
+package labelcap
 
 import (
 	"strings"
@@ -14,14 +14,14 @@ func FuzzLabels(f *testing.F) {
 	for _, s := range []string{"", "read_file", "gpt-4o", "a b", "x\ny", strings.Repeat("a", 65), "sk-\x00", "model@sha256:00", "é"} {
 		f.Add(s)
 	}
-	l := newLabels(8)
+	l := New(8)
 	f.Fuzz(func(t *testing.T, v string) {
-		got := l.of(v)
+		got := l.Of(v)
 		switch got {
 		case "none", "invalid", "other":
 		default:
-			if got != v || !validLabel(got) {
-				t.Fatalf("of(%q) = %q", v, got)
+			if got != v || !Valid(got) {
+				t.Fatalf("Of(%q) = %q", v, got)
 			}
 		}
 		if len(l.seen) > 8 {
