@@ -12,14 +12,21 @@ import (
 	"github.com/agora-dev/agora/internal/selftest"
 )
 
-// weakenTag builds the agora whose controls are weakened on purpose: a verify gate that skips
-// its protected paths (internal/dispatch/weaken_on.go) and an agora verify that skips the
-// inclusion check (internal/audit/verify/weaken_on.go). No configuration takes these controls
-// away, so the knob is a build tag: a shipped build never has it.
+// weakenTag builds the agora whose controls are weakened on purpose, each by a constant that
+// is true only under the tag (weaken_on.go beside it): a verify gate that skips its protected
+// paths (internal/dispatch), an agora verify that skips the inclusion check
+// (internal/audit/verify), a model gateway that lets a request name any model
+// (internal/modelgw) and a worker that vouches for the final.md the agent left instead of the
+// model's answer (internal/worker). No agora.yaml takes these controls away, so the knob is a
+// build tag: a build without it drops the branches, and no flag or variable turns them on.
 const weakenTag = "agora_weaken"
 
-// weakenedWords are what the weakened agora verify says of the check it skips.
-const weakenedWords = "not checked: built with -tags agora_weaken"
+// weakenedWords are what the weakened programs say when they skip a check, by program: only a
+// build with the tag holds them.
+var weakenedWords = map[string]string{
+	"agora-full":   "not checked: built with -tags agora_weaken",
+	"agora-worker": "built with -tags agora_weaken: vouching for the",
+}
 
 // weakened are the attacks the weakened agora must see allowed, each with the control the tag
 // takes away: were one to stop running its attack, its row would be not run, and the test
@@ -29,13 +36,16 @@ var weakened = map[string]string{
 	"verdict-gate-script":      "protected paths",
 	"verdict-protected-delete": "protected paths",
 	"audit-edit-entry":         "the inclusion check",
+	"gw-model-other":           "the model pin",
+	"gw-model-case":            "the model pin",
+	"verdict-review-forged":    "the worker's own answer",
 }
 
-// TestSelftest_ControlWeakenedByBuildTag is the control test of the verdicts and audit
-// classes (docs/selftest.md, "Control tests"): an agora built with -tags agora_weaken sees
-// the attacks its weakened controls stop as allowed, and the agora under test sees them
-// blocked. Building that agora costs a compile of the two packages and a link of the
-// programs.
+// TestSelftest_ControlWeakenedByBuildTag is the control test of the verdicts, audit and
+// gateway controls no configuration takes away (docs/selftest.md, "Control tests"): an agora
+// built with -tags agora_weaken sees the attacks its weakened controls stop as allowed, and
+// the agora under test sees them blocked. Building that agora costs a compile of the four
+// packages and what imports them, and a link of the programs.
 func TestSelftest_ControlWeakenedByBuildTag(t *testing.T) {
 	needTools(t)
 	var ids []string
@@ -48,15 +58,17 @@ func TestSelftest_ControlWeakenedByBuildTag(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cleanup)
-	// The weakened verifier's words are in the weakened agora-full alone: the compiler drops
-	// the branch from a build without the tag.
+	// The weakened programs' words are in the weakened build alone: the compiler drops the
+	// branches from a build without the tag.
 	for bin, want := range map[string]bool{weak: true, agoraBin(t): false} {
-		b, err := os.ReadFile(filepath.Join(filepath.Dir(bin), "agora-full"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := bytes.Contains(b, []byte(weakenedWords)); got != want {
-			t.Errorf("%s holds %q: %v, want %v", bin, weakenedWords, got, want)
+		for prog, words := range weakenedWords {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(bin), prog))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bytes.Contains(b, []byte(words)); got != want {
+				t.Errorf("%s beside %s holds %q: %v, want %v", prog, bin, words, got, want)
+			}
 		}
 	}
 	for _, c := range []struct {
