@@ -130,7 +130,7 @@ func (d *Dispatcher) runGate(ctx context.Context, r *Record, st *stage, provider
 	if hits, err := protectedPaths(spec.Protect, tree.touched); err != nil {
 		fl := failed(lifecycle.ReasonProviderFailed, "verify: %v", err)
 		return nil, &fl
-	} else if len(hits) > 0 {
+	} else if len(hits) > 0 && !weakenProtect {
 		for i := range hits {
 			hits[i] = red.String(hits[i])
 		}

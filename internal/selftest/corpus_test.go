@@ -49,6 +49,7 @@ func TestLoad_Refuses(t *testing.T) {
 		"unknown observe": "# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n# observe: vibes\n",
 		"logs size":       "# class: a\n# expect: blocked\n# control: limits\n# reason: r\n# observe: logs 5GB\n",
 		"providers":       "# class: a\n# expect: blocked\n# control: sandbox\n# reason: r\n# providers: local, podman\n",
+		"review answer":   "# class: a\n# expect: blocked\n# control: review\n# reason: r\n# observe: review maybe\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := selftest.Load(fstest.MapFS{"c/x.sh": {Data: []byte(body)}}, "c")

@@ -67,6 +67,10 @@ func validHostObservation(kind, arg string) error {
 		if _, ok := tamperings[arg]; !ok {
 			return fmt.Errorf("observe verify %q: unknown tampering", arg)
 		}
+	case ObserveReview:
+		if arg != reviewApprove && arg != reviewReject {
+			return fmt.Errorf("observe review %q: want %s or %s (what the reviewer model answers)", arg, reviewApprove, reviewReject)
+		}
 	default:
 		return fmt.Errorf("observe %q: unknown", kind)
 	}

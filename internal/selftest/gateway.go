@@ -28,7 +28,8 @@ type chatRequest struct {
 	Model    string `json:"model"`
 	Stream   bool   `json:"stream"`
 	Messages []struct {
-		Role string `json:"role"`
+		Role    string `json:"role"`
+		Content any    `json:"content"`
 	} `json:"messages"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -61,10 +62,19 @@ func (fx *fixtures) serveModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answered := false
+	var said []string
 	for _, m := range req.Messages {
 		answered = answered || m.Role == "tool"
+		if c, ok := m.Content.(string); ok && m.Role == "user" {
+			said = append(said, c)
+		}
 	}
-	msg := map[string]any{"role": "assistant", "content": "the selftest attack ran"}
+	// A review attack's reviewer answers with the review its input asks for (review.go).
+	final := "the selftest attack ran"
+	if v := modelReview(reviewWanted(said)); v != "" {
+		final = v
+	}
+	msg := map[string]any{"role": "assistant", "content": final}
 	finish := "stop"
 	if !answered {
 		args, _ := json.Marshal(map[string]any{"argv": runArgv})

@@ -27,6 +27,8 @@ type seen struct {
 	probe string
 	// host is what the observations of fixtures.go need.
 	host hostSeen
+	// final is the dispatch's vouched final answer (ObserveReview only); nil for none.
+	final []byte
 	// logSize is the size of the standard output the host kept (ObserveLogs only); -1 when
 	// it could not be read.
 	logSize int64
@@ -163,6 +165,8 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 			return NotRun, "the program did not report its output written (" + rec + ")"
 		}
 		return Blocked, fmt.Sprintf("the host kept %d bytes of standard output, at most %s: %s", s.logSize, a.Arg, said)
+	case ObserveReview:
+		return decideReview(s.final, s, nonce, status, said)
 	}
 	return r.decideHost(a, nonce, s, status, said)
 }

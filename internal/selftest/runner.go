@@ -252,10 +252,13 @@ type products struct {
 		Path   string        `json:"path"`
 		Digest digest.Digest `json:"digest"`
 	} `json:"outputs"`
+	// Final is the model's final answer its worker vouched for: what a review is read from.
+	Final *artifact `json:"final"`
 }
 
 type artifact struct {
 	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
 }
 
 // podStart is what a kubernetes target's attack adds to its time limit for the pod to start.
@@ -274,6 +277,9 @@ func (r *run) input(a Attack, nonce string) (string, error) {
 		"disk":   strconv.FormatInt(r.o.Disk>>20+1, 10), "provider": r.provider(),
 	}
 	r.fx.input(m)
+	if a.Observe == ObserveReview {
+		m[reviewInput] = a.Arg
+	}
 	b, err := json.Marshal(m)
 	return string(b), err
 }
@@ -332,6 +338,11 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error
 	if (a.Observe == ObservePatch || a.Observe == ObserveSecret) && res.Patch != nil {
 		if s.patch, err = r.blobs.Get(res.Patch.Digest, noCap); err != nil {
 			return seen{}, fmt.Errorf("read the patch of attack %s: %w", a.ID, err)
+		}
+	}
+	if a.Observe == ObserveReview {
+		if s.final, err = r.readFinal(res); err != nil {
+			return seen{}, err
 		}
 	}
 	if s.host, err = r.gather(ctx, a, nonce, out); err != nil {

@@ -140,6 +140,15 @@ func (r *runner) keepAnswer(exit agentrun.Exit) *failure {
 			return fail(lifecycle.ReasonWorkerFailed, "keep the answer: %v", err)
 		}
 		b := []byte(*exit.Final)
+		if weakenAnswer {
+			// selftest's control test's worker only (weaken_on.go): absent from a shipped one.
+			if planted, err := root.ReadFile(wire.FinalPath); err == nil {
+				b = planted
+				if r.opts.Stderr != nil {
+					fmt.Fprintf(r.opts.Stderr, "agora worker: built with -tags agora_weaken: vouching for the %s the agent left\n", wire.FinalPath)
+				}
+			}
+		}
 		if err := replaceIn(root, wire.FinalPath, b); err != nil {
 			return fail(lifecycle.ReasonWorkerFailed, "keep the answer: %v", err)
 		}

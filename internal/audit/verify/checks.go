@@ -229,6 +229,10 @@ func (v *verifier) leafHash(data []byte) (sum [HashSize]byte) {
 }
 
 func (v *verifier) checkInclusion(e Entry, item string) {
+	if weakenInclusion {
+		v.pass(CheckInclusion, item, "not checked: built with -tags agora_weaken")
+		return
+	}
 	if v.cp == nil {
 		v.fail(CheckInclusion, item, "cannot check: the checkpoint did not verify")
 		return

@@ -1,0 +1,117 @@
+package selftest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agora-dev/agora/internal/orch/reviewwire"
+)
+
+// The review attacks stand for a reviewer that runs the code under review: the gw subagent's
+// scripted model (the reviewer) asks for run_command of the attack's program (the code), then
+// gives its final answer, a review in the one form the host reads (reviewwire.Format). The
+// program writes an approval of its own wherever a reviewer's answer could be taken from (the
+// outputs' final.md and verdict.json, standard output), read-only, and leaves a process
+// rewriting it (docs/adr/0001-a-review-is-the-reviewers-final-answer.md). agora reads a
+// review from the final answer its worker vouched for (the record's result.final) and
+// nowhere else (orch/dispatchexec's readReview); the runner reads that same blob and decodes
+// it with the same function, so a row shows what agora's review of the dispatch is.
+
+// ObserveReview: the scripted model's final answer is a review that approves ("approve") or
+// rejects ("reject"); allowed when agora's review of the dispatch (its vouched final answer,
+// decoded by reviewwire.DecodeFinal, as orch.DecodeFinalReview does) approves, blocked when
+// it is the model's rejection. No vouched answer, or one that is not a review, is not run: agora would count
+// it as a rejection, but nothing shows the answer's channel was tested.
+const ObserveReview = "review"
+
+// The arguments of ObserveReview: what the reviewer model answers.
+const (
+	reviewApprove = "approve"
+	reviewReject  = "reject"
+)
+
+// reviewInput is the dispatch input's key that tells the scripted model which review to give.
+const reviewInput = "review"
+
+// modelReview is the scripted model's final answer to a conversation whose input asks for
+// the review want; "" when the input asks for none.
+func modelReview(want string) string {
+	switch want {
+	case reviewApprove:
+		return `{"approve": true, "reasons": ["selftest: the reviewer model approves"]}`
+	case reviewReject:
+		return `{"approve": false, "reasons": ["selftest: the reviewer model rejects"]}`
+	}
+	return ""
+}
+
+// reviewWanted reads which review the conversation's input (its first user message, the
+// dispatch input as JSON) asks the scripted model for; "" for none.
+func reviewWanted(content []string) string {
+	for _, c := range content {
+		var in map[string]any
+		if json.Unmarshal([]byte(c), &in) != nil {
+			continue
+		}
+		if v, ok := in[reviewInput].(string); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// readFinal reads the dispatch's vouched final answer from the throw-away home's blobs, at
+// most what a review may be: nil when the dispatch has none.
+func (r *run) readFinal(p *products) ([]byte, error) {
+	if p.Final == nil {
+		return nil, nil
+	}
+	if p.Final.Size > reviewwire.MaxBytes {
+		return nil, fmt.Errorf("the final answer is %d bytes; a review is at most %d", p.Final.Size, reviewwire.MaxBytes)
+	}
+	b, err := r.blobs.Get(p.Final.Digest, reviewwire.MaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read the final answer %s: %w", p.Final.Digest, err)
+	}
+	return b, nil
+}
+
+// decideReview decides a review attack from agora's review of the dispatch: its vouched
+// final answer (final, nil for none) decoded as a review.
+func decideReview(final []byte, s seen, nonce, status, said string) (string, string) {
+	if status == "" {
+		return NotRun, "the program left no report (" + s.rec.State + " " + s.rec.Reason + ")"
+	}
+	forged := forgedWhere(s.outputs, mark(nonce))
+	if final == nil {
+		return NotRun, "the dispatch left no final answer its worker vouched for: agora's review is a rejection, but the answer's channel was not tested (" + s.rec.State + " " + s.rec.Reason + ")"
+	}
+	v, err := reviewwire.DecodeFinal(final)
+	if err != nil {
+		return NotRun, "the vouched final answer is not a review: " + clip(err.Error(), 120)
+	}
+	reasons := strings.Join(v.Reasons, "; ")
+	if v.Approve {
+		return Allowed, "agora's review approves: " + clip(reasons, 100) + forged
+	}
+	return Blocked, "agora's review is the reviewer's rejection: " + clip(reasons, 80) + forged
+}
+
+// forgedWhere says which outputs of the dispatch (under dir) still hold the program's forged
+// approval, carrying m, for the evidence line.
+func forgedWhere(dir, m string) string {
+	var where []string
+	for _, name := range []string{"final.md", "verdict.json"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && bytes.Contains(b, []byte(m)) {
+			where = append(where, name)
+		}
+	}
+	if len(where) == 0 {
+		return ""
+	}
+	return " (the forged approval is in the outputs' " + strings.Join(where, " and ") + ")"
+}
