@@ -237,9 +237,9 @@ func reviewerSpecs(c *plan.Resolved) []plan.Resolved {
 	for i, sub := range c.Review.Subagents {
 		out[i] = plan.Resolved{
 			ID: plan.ReviewID(c.ID, sub), Subagent: sub, Target: c.Target, Env: c.Env, Input: in,
-			Needs: workNeeds(c.ID, c.Verify != nil), Retry: c.Retry, Timeout: c.Timeout,
+			Retry: c.Retry, Timeout: c.Timeout,
 			// A stacked task's reviewers read its patch in the tree it was made in.
-			Base: c.Base,
+			Rare: &plan.Rare{Needs: workNeeds(c.ID, c.Verify != nil), Base: c.Base},
 		}
 	}
 	return out
@@ -250,10 +250,12 @@ func reviewerSpecs(c *plan.Resolved) []plan.Resolved {
 func fixSpec(t *plan.Resolved, d fixData) plan.Resolved {
 	return plan.Resolved{
 		ID: plan.FixID(t.ID, d.N), Subagent: t.OnFail.Fix.Subagent, Target: t.Target, Env: t.Env, Locks: t.Locks,
-		Input: workInput(t, &d, ""), Needs: workNeeds(d.From, t.Verify != nil),
-		Retry: t.Retry, Timeout: t.Timeout, Review: t.Review, Verify: t.Verify,
-		// A stacked task's fix starts from the same bases: the rejected patch is against them.
-		Base: t.Base,
+		Input: workInput(t, &d, ""), Retry: t.Retry, Timeout: t.Timeout,
+		Rare: &plan.Rare{
+			Needs: workNeeds(d.From, t.Verify != nil), Review: t.Review, Verify: t.Verify,
+			// A stacked task's fix starts from the same bases: the rejected patch is against them.
+			Base: t.Base,
+		},
 	}
 }
 

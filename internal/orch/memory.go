@@ -9,17 +9,17 @@ const MemoryLimit = 80 << 20
 
 // TaskMemory is the limit's allowance for each task of an open run on top of [MemoryLimit]:
 // a little under what such a task keeps ([TaskLive]), so that with MemoryLimit beside it
-// the limit at 100,000 tasks (135 MB) is about twice what the engine holds and the collector
+// the limit at 100,000 tasks (129 MB) is about twice what the engine holds and the collector
 // has room to work instead of running without end. A larger allowance only lets the heap grow
 // further past what is live: at 2 KiB a task, serve's peak RSS at 100,000 tasks is over
-// 300 MB.
-const TaskMemory = 512
+// 300 MB, at 512 bytes just over 200 MB.
+const TaskMemory = 448
 
 // TaskLive is about what a task of an open run keeps in the heap: its 192-byte node, its
-// spec, its lists and strings (600-650 bytes in BenchmarkScale's plan and serverss's). Past
+// 176-byte spec, its lists and strings (500-560 bytes in BenchmarkScale's plan). Past
 // 100,000 tasks MemoryLimit's headroom is spread too thin, and the limit is twice this a
 // task instead ([MemoryLimitFor]).
-const TaskLive = 640
+const TaskLive = 560
 
 // ParseMemory is the limit's allowance for each byte of a YAML plan being parsed: the YAML
 // reader's node tree of a 100,000-task plan holds about 30 bytes for each byte of its
@@ -28,9 +28,9 @@ const TaskLive = 640
 const ParseMemory = 32
 
 // ParseMemoryJSON is the allowance for each byte of a plan given as JSON, which the plan
-// reader decodes without a node tree: the parse holds 6-7 bytes for each byte of the plan at
+// reader decodes without a node tree: the parse holds 5-6 bytes for each byte of the plan at
 // its largest (BenchmarkParse100k), so with [MemoryLimit] beside it the limit stays about
-// 1.5 times what a 12 MB plan's parse holds. An allowance of YAML's would let the heap grow
+// twice what a 12 MB plan's parse holds. An allowance of YAML's would let the heap grow
 // to twice the parse's size before a collection, and serve's peak with it.
 const ParseMemoryJSON = 5
 
@@ -51,7 +51,7 @@ func parseMemory(src []byte) int64 {
 
 // MemoryLimitFor is serve's soft memory limit while its engine holds tasks tasks of open
 // runs ([Options.Held]) and nothing is being parsed: [MemoryLimit] and [TaskMemory] a task,
-// or twice [TaskLive] a task when that is more (past about 100,000 tasks), so the heap may
+// or twice [TaskLive] a task when that is more (past about 125,000 tasks), so the heap may
 // always grow to about twice what is live. A fixed limit under what the engine must keep
 // makes the collector run without end and take most of the CPU; this one grows with the
 // work and shrinks back.

@@ -49,7 +49,7 @@ func decodeJSON(file string, src []byte, out any) (pos *Positions, err error, ok
 	switch {
 	case done && len(d.errs) == 0:
 		rv.Elem().Set(fresh)
-		d.pos.rebuild = func() map[string]int { return positions(file, src, t) }
+		d.pos.typ, d.pos.src = t, src
 		return d.pos, nil, true
 	case len(d.errs) == 0: // bytes it does not take
 		return nil, nil, false

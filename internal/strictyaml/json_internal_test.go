@@ -290,7 +290,7 @@ func TestDecodeJSON_PositionsOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pos.lines != nil || pos.rebuild == nil {
+	if pos.lines != nil || pos.typ == nil {
 		t.Fatalf("positions recorded while decoding: %v", pos.lines)
 	}
 	wantPos, _ := DecodeYAML("f.json", src, new(jDoc))

@@ -92,11 +92,14 @@ func Collect(err error) (errs Errors, ok bool) {
 type Positions struct {
 	file  string
 	lines map[string]int
-	// rebuild, when set, computes lines on first use: a JSON document decoded without an
-	// error records none while it is decoded, since a map of every path of a 100,000-task
-	// plan is several times the plan's size and is read only to place a later problem.
-	once    sync.Once
-	rebuild func() map[string]int
+	// A JSON document decoded without an error records no lines while it is decoded, since a
+	// map of every path of a 100,000-task plan is several times the plan's size and is read
+	// only to place a later problem: typ set, they are computed on first use from the
+	// document, src, or from its compressed copy, packed ([Positions.Keep]).
+	once   sync.Once
+	typ    reflect.Type
+	src    []byte
+	packed []byte
 }
 
 // Line returns the line of path, or of its nearest ancestor that has one.
@@ -118,10 +121,15 @@ func (p *Positions) Line(path string) int {
 }
 
 func (p *Positions) load() {
-	if p.rebuild != nil {
-		p.lines = p.rebuild()
-		p.rebuild = nil
+	if p.typ == nil {
+		return
 	}
+	src := p.src
+	if p.packed != nil {
+		src = unpack(p.packed)
+	}
+	p.lines = positions(p.file, src, p.typ)
+	p.typ, p.src, p.packed = nil, nil, nil
 }
 
 // Errorf builds an [Error] at path.

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -136,10 +135,6 @@ func validateWith(ctx context.Context, file string, src []byte, refs Refs, decod
 		return nil, strictyaml.Errors{{File: file, Msg: fmt.Sprintf("plan is %d bytes; at most %d", len(src), MaxSourceSize)}}
 	}
 	var doc planDoc
-	// The plan keeps pos, which may read the source again when Check first places a problem
-	// (strictyaml computes a JSON document's positions on demand), long after the caller's
-	// buffer was reused: the plan reads its own copy.
-	src = bytes.Clone(src)
 	pos, err := decode(file, src, &doc)
 	errs, ok := strictyaml.Collect(err)
 	if !ok {
@@ -154,5 +149,9 @@ func validateWith(ctx context.Context, file string, src []byte, refs Refs, decod
 	if err := v.result(); err != nil {
 		return nil, err
 	}
+	// The plan keeps pos, which may read the source again when Check first places a problem
+	// (strictyaml computes a JSON document's positions on demand), long after the caller's
+	// buffer was reused: it takes its own compressed copy, now that the plan is built.
+	pos.Keep()
 	return p, nil
 }

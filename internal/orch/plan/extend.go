@@ -309,7 +309,7 @@ func (p *Plan) resolveFanOut(t *Task, base *Retry, env []string) Resolved {
 	slices.Sort(d)
 	// Retry is never used (the task fires nothing) but is set, as every resolved task's is.
 	return Resolved{ID: t.ID, Env: []string{}, Deps: slices.Compact(d), Retry: base,
-		FanOut: &ResolvedFanOut{From: t.FanOut.From, Select: t.FanOut.Select, Template: tmpl}}
+		Rare: &Rare{FanOut: &ResolvedFanOut{From: t.FanOut.From, Select: t.FanOut.Select, Template: tmpl}}}
 }
 
 // fanOut, review and onFail write the run-extension blocks; a plan without them writes

@@ -28,15 +28,16 @@ func TestPlan_Resolve(t *testing.T) {
 			// defaults.retry over the built-in policy
 			Retry:   &plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Multiplier: 2, OnWorkerFailed: &yes},
 			Timeout: 10 * time.Minute,
+			Rare:    plan.NoRare,
 		},
 		{
 			ID: "test", Subagent: "fixer@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 			Target: "big", Env: []string{"base", "extra"}, Deps: []string{"lint"},
-			Needs: map[string]plan.Need{
+			Rare: &plan.Rare{Needs: map[string]plan.Need{
 				"fixes":  {From: "lint", Select: "patch"},
 				"report": {From: "lint", Select: "output:reports/lint.txt"},
 				"all":    {From: "lint", Select: "outputs"},
-			},
+			}},
 			// the task's retry over defaults.retry, field by field
 			Retry:   &plan.Retry{MaxAttempts: 5, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute, Multiplier: 1.5, OnWorkerFailed: &no},
 			Timeout: 15 * time.Minute,
@@ -45,11 +46,12 @@ func TestPlan_Resolve(t *testing.T) {
 			ID: "docs", Subagent: "writer", Target: "local", Env: []string{}, Deps: []string{},
 			Retry:   &plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Multiplier: 2, OnWorkerFailed: &yes},
 			Timeout: 10 * time.Minute,
+			Rare:    plan.NoRare,
 		},
 		{
 			ID: "last", Subagent: "s", Target: "local", Env: []string{"base"},
 			Deps:  []string{"docs", "lint", "test"},
-			Needs: map[string]plan.Need{"a": {From: "lint", Select: "patch"}, "b": {From: "docs", Select: "outputs"}},
+			Rare:  &plan.Rare{Needs: map[string]plan.Need{"a": {From: "lint", Select: "patch"}, "b": {From: "docs", Select: "outputs"}}},
 			Locks: []plan.Lock{{Name: "a", Mode: "shared"}, {Name: "b", Mode: "exclusive"}},
 			Retry: &plan.Retry{MaxAttempts: 3, InitialBackoff: 2 * time.Second, MaxBackoff: 30 * time.Second, Multiplier: 2, OnWorkerFailed: &yes},
 
@@ -63,7 +65,7 @@ func TestPlan_Resolve(t *testing.T) {
 
 func TestPlan_Resolve_NoDefaults(t *testing.T) {
 	p := mustParse(t, "version: 1\nname: p\ntasks: [{id: a, subagent: s}]")
-	want := []plan.Resolved{{ID: "a", Subagent: "s", Env: []string{}, Deps: []string{}, Retry: ptr(plan.DefaultRetry())}}
+	want := []plan.Resolved{{ID: "a", Subagent: "s", Env: []string{}, Deps: []string{}, Retry: ptr(plan.DefaultRetry()), Rare: plan.NoRare}}
 	if diff := cmp.Diff(want, p.Resolve()); diff != "" {
 		t.Errorf("Resolve (-want +got):\n%s", diff)
 	}
