@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // selfSupervisor names this process as "<pid>:<start time>:<boot id>", so another process
@@ -55,10 +55,10 @@ func parentSupervisor() string {
 	return formatSupervisor(ppid, start)
 }
 
-// currentBoot is the running boot's id ([local.BootID]'s form), or "" when this process
+// currentBoot is the running boot's id ([host.BootID]'s form), or "" when this process
 // cannot read it; tests replace it to stand for a later boot.
 var currentBoot = func() string {
-	id, _ := local.BootID()
+	id, _ := host.BootID()
 	return id
 }
 
@@ -79,14 +79,14 @@ func formatSupervisor(pid int, start uint64) string {
 
 // parseSupervisor parses a supervisor name in its one canonical form: "<pid>:<start>:<boot>"
 // or, written before boot ids, "<pid>:<start>" (boot ""); pid and start are decimal with no
-// sign or leading zeros, pid at least 1, boot as [local.IsBootID] has it. A name is read back
+// sign or leading zeros, pid at least 1, boot as [host.IsBootID] has it. A name is read back
 // from the database, so anything else is malformed (ok false), never guessed at.
 func parseSupervisor(s string) (pid int, start uint64, boot string, ok bool) {
 	f := strings.Split(s, ":")
 	switch len(f) {
 	case 3:
 		boot = f[2]
-		if !local.IsBootID(boot) {
+		if !host.IsBootID(boot) {
 			return 0, 0, "", false
 		}
 	case 2:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // otherBoot is a boot id no real boot has had: a later boot's, to a name made in this one.
@@ -60,7 +60,7 @@ func TestParseSupervisor(t *testing.T) {
 		}
 	}
 	// What this process writes reads back as what it wrote, with this boot's id.
-	boot, err := local.BootID()
+	boot, err := host.BootID()
 	if err != nil {
 		t.Skipf("SKIP: no boot id here: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestParseSupervisor(t *testing.T) {
 // boot to a process that cannot read the running boot's id. A name from before boot ids is
 // judged as it always was.
 func TestSupervisorAlive_OtherBoot(t *testing.T) {
-	boot, err := local.BootID()
+	boot, err := host.BootID()
 	if err != nil {
 		t.Skipf("SKIP: no boot id here: %v", err)
 	}
@@ -149,7 +149,7 @@ func FuzzParseSupervisor(f *testing.F) {
 		}
 		again := strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10)
 		if boot != "" {
-			if !local.IsBootID(boot) {
+			if !host.IsBootID(boot) {
 				t.Fatalf("%q parsed to boot %q", s, boot)
 			}
 			again += ":" + boot
