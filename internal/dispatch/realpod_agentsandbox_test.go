@@ -91,8 +91,6 @@ func TestDispatch_RealPodAgentSandboxSameAsJob(t *testing.T) {
 	if len(sandboxes.Items) != 0 {
 		t.Errorf("%d Sandboxes left after the dispatch ended", len(sandboxes.Items))
 	}
-	// `warm: 1` on such a target, on the same node (realpod_agentsandbox_warm_test.go).
-	t.Run("WarmSlot", func(t *testing.T) { realPodAgentSandboxWarmSlot(t, n) })
 }
 
 // setFields lists the record's JSON fields that are set (and its result's), sorted: the shape

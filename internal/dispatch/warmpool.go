@@ -17,9 +17,9 @@ import (
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
-// Pool slots (`warm_pool: true` on a `backend: agent-sandbox` target with `warm: N`):
-// the target's N warm pods are agent-sandbox's own SandboxWarmPool (kubernetes/pool.go), not
-// agora's slot Jobs. Nothing of agora's process holds a pod: the controller keeps them, the
+// Pool slots (`warm: N` on a kubernetes target, `backend: agent-sandbox`; config implies
+// `warm_pool: true`): the target's N warm pods are agent-sandbox's own SandboxWarmPool
+// (kubernetes/pool.go). Nothing of agora's process holds a pod: the controller keeps them, the
 // gateway that serves AGORA_HOME/gateway/slots enrols each with its projected token and holds
 // its slot. So the roles split:
 //
@@ -43,9 +43,10 @@ import (
 // worker exited (a gateway restart refused its slot) is replaced within it.
 var poolKeepEvery = 15 * time.Second
 
-// warmPoolTarget says whether target keeps its warm pods in a SandboxWarmPool.
+// warmPoolTarget says whether target keeps its warm pods in a SandboxWarmPool: a kubernetes
+// target's warm: N, which config allows on `backend: agent-sandbox` alone.
 func warmPoolTarget(t config.Target) bool {
-	return warmK8sTarget(t) && t.WarmPool && t.Backend == config.BackendAgentSandbox
+	return t.Warm > 0 && t.Provider == config.ProviderKubernetes && t.WarmPool && t.Backend == config.BackendAgentSandbox
 }
 
 // WarmPool says whether target keeps its warm pods in agent-sandbox's SandboxWarmPool: no

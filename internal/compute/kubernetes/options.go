@@ -107,11 +107,6 @@ type Provider struct {
 	// testOnlyPodMeta, set by tests, edits the pod template's metadata (kwok's stages are
 	// chosen by labels and annotations).
 	testOnlyPodMeta func(*metav1.ObjectMeta)
-	// testOnlyWatchWait, set by tests, replaces a slot's pod watch's bounds (slotwatch.go).
-	testOnlyWatchWait time.Duration
-	// testOnlyWatching, set by tests, is called each time a slot's pod watch is open
-	// (slotwatch.go): a test acts on an open watch, not after a while.
-	testOnlyWatching func()
 	// testOnlyPoolSwept, set by tests, runs between SweepPools' delete of a pool's policy and
 	// its look again (pool_sweep.go): a holder making the pool at that moment.
 	testOnlyPoolSwept func(name string)
