@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
 	"github.com/agora-dev/agora/internal/lifecycle"
+	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -143,7 +144,7 @@ func (e *env) addPodTargets(n *podNode, backends map[string]string) {
 		kp, err := kubernetes.New(kubernetes.Options{
 			Kubeconfig: tg.Kubeconfig, Namespace: tg.Namespace, Image: tg.Image, WorkerImage: tg.WorkerImage,
 			GatewayURL: tg.Gateway, GatewayCA: n.ca, Exporter: n.reg, Target: name, Backend: tg.Backend,
-			RuntimeClass: tg.RuntimeClass,
+			RuntimeClass: tg.RuntimeClass, BindPod: (&netgw.Slots{Dir: n.slotsDir}).BindPod,
 		})
 		if err == nil {
 			built[name] = kp

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,29 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/kubernetes"
-	"github.com/agora-dev/agora/internal/compute/remote"
-	"github.com/agora-dev/agora/internal/netgw"
-	"github.com/agora-dev/agora/internal/worker/wire"
 )
-
-// k8sSlots is the gateway slot store the pool pods' slots live in (Slots.BindPod).
-func (d *Dispatcher) k8sSlots() *netgw.Slots {
-	return &netgw.Slots{Dir: filepath.Join(d.gatewayDir(), "slots")}
-}
 
 // k8sHomeKeyFile is home.AuditPubFile (a test pins the two equal): random per home, made by
 // agora init, public.
 const k8sHomeKeyFile = "keys/audit.pub"
-
-// k8sHome is this home's identity on its Kubernetes objects (kubernetes.PoolOptions.Home: the
-// agora.home label of its pools, their token audience): see k8sHomes.
-func (d *Dispatcher) k8sHome() (string, error) {
-	ids, err := d.k8sHomes()
-	return ids.current, err
-}
 
 // k8sHomeIDs are a home's identities on its Kubernetes objects.
 type k8sHomeIDs struct {
@@ -103,56 +84,4 @@ func (d *Dispatcher) hostname() string {
 	}
 	host, _ := os.Hostname()
 	return host
-}
-
-// k8sProvider is target's provider as a kubernetes one.
-func (d *Dispatcher) k8sProvider(ctx context.Context, target string) (*kubernetes.Provider, error) {
-	p, err := d.providerFor(ctx, target)
-	if err != nil {
-		return nil, err
-	}
-	kp, ok := p.(*kubernetes.Provider)
-	if !ok {
-		return nil, fmt.Errorf("target %q: not a kubernetes provider", target)
-	}
-	return kp, nil
-}
-
-// k8sPlaces are the read-only places of a pool pod of tmpl (kubernetes.PoolOptions.Places): the
-// binds a docker slot stages (stagedBind: read-only, below the layout root, not the worker
-// binary nor the gateway's socket directory, and the system trust store of a dispatch with the
-// egress proxy), each a file or a directory as placeIsFile says. The pod mounts each
-// read-only; its filler fills them at the claim, the trust store with the
-// claiming dispatch's stage's trust file, so a proxy dispatch runs warm.
-func k8sPlaces(tmpl compute.Spec) []remote.SlotPlace {
-	var out []remote.SlotPlace
-	for _, b := range tmpl.Binds {
-		if stagedBind(b) {
-			out = append(out, remote.SlotPlace{Dst: b.Dst, File: placeIsFile(b)})
-		}
-	}
-	return out
-}
-
-// stagedBind says whether a template bind is a read-only place of a pool pod: read-only,
-// below the layout root, neither the pod's own worker binary nor the gateway's socket
-// directory (the worker listens there, so it is a directory it writes); and the system trust
-// store of a dispatch with the egress proxy (wire.SystemTrustFile, its stage's trust file bound
-// over the image's), though outside the layout root. A docker slot's places follow the same
-// rule (compute/container/slots).
-func stagedBind(b compute.Bind) bool {
-	if b.Writable || b.Result {
-		return false
-	}
-	return b.Dst == wire.SystemTrustFile ||
-		strings.HasPrefix(b.Dst, wire.DefaultRoot+"/") && b.Dst != wire.BinPath && b.Dst != wire.GatewayPath
-}
-
-// placeIsFile says whether the template's bind b is a file: by its source when it still
-// stands, else by its place (a bundle's manifest and a runtime binary are files).
-func placeIsFile(b compute.Bind) bool {
-	if fi, err := os.Stat(b.Src); err == nil {
-		return fi.Mode().IsRegular()
-	}
-	return b.Dst == wire.BundlePath+"/"+wire.ManifestFile || b.Dst == wire.SystemTrustFile || strings.HasPrefix(b.Dst, wire.RuntimeBinDir+"/")
 }

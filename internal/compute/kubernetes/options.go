@@ -77,6 +77,10 @@ type Options struct {
 	GatewayCA []byte
 	// Exporter registers each spec's session with the gateway. Required.
 	Exporter remote.Exporter
+	// BindPod binds a dispatch to the gateway slot a pool pod enrolled for (netgw.Slots.BindPod
+	// of the home's gateway/slots, which the gateway the pods reach serves). nil: no dispatch
+	// claims a pool pod ([Warmer.Claim] refuses; it starts cold).
+	BindPod PodBind
 	// Target is the target's name in agora.yaml, for messages.
 	Target string
 	// Backend is what each dispatch's pod is made through: [BackendJobs] ("" too), a
