@@ -19,7 +19,7 @@ import (
 // A slot's read-only places: read-only for real, as a cold pod's. Files a slot's worker
 // fetched into its writable /agora at the claim, write bits taken off, would be read-only by
 // mode only: the agent, the files' owner, could chmod them back and write. So the slot's pod
-// has, at each place its template knows ([SlotOptions.Places]):
+// has, at each place its template knows ([PoolOptions.Places]):
 //
 //   - an emptyDir of its own (p-INDEX), mounted read-only in the worker's container at the
 //     place (a file place as its "file" entry, a subPath mount, as a cold pod's), so nothing

@@ -106,7 +106,7 @@ func slotEnv(env []string) []string {
 // the worker binary and makes the places' entries (no token, no dispatch), the worker
 // container claims (the slot's id in its environment, the slot's token from the Secret) and
 // has a writable /agora to fetch into, with a read-only mount at each place, which the filler
-// fills at the claim (warmslot_places.go).
+// fills at the claim (pool_places.go).
 func (p *Provider) slotJobObject(in jobInput, places []remote.SlotPlace) *batchv1.Job {
 	job := p.jobObject(in)
 	// No deadline until the claim: it is the dispatch's timeout, counted from the claim.
