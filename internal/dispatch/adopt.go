@@ -492,9 +492,6 @@ func (s *supervision) adoptSandbox(ctx context.Context, ad compute.Adopter) erro
 	if err == nil && h == nil && warmPoolTarget(s.target) {
 		h, err = s.adoptPooled(ctx)
 	}
-	if err == nil && h == nil {
-		h, err = s.adoptSlotted(ctx)
-	}
 	if err != nil {
 		return lostAt("%v", err)
 	}

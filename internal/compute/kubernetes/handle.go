@@ -85,17 +85,6 @@ func (p *Provider) followFrom(ctx context.Context, s compute.Spec, name string, 
 	return p.followHandle(ctx, h)
 }
 
-// followSlot is follow for a warm slot's Job whose claim checked pod podUID (the one whose
-// worker took the dispatch's grant): only that pod's end is the dispatch's. Another pod of the
-// Job (the claimed one deleted, the Job given a backoffLimit, and the controller making
-// another from the slot's template) never ran the dispatch: its end, a code 0 among them, must
-// not be read as the dispatch's.
-func (p *Provider) followSlot(ctx context.Context, s compute.Spec, name string, uid types.UID, sess *remote.Session, secretUID types.UID, start time.Time, podUID types.UID) *handle {
-	h := &handle{p: p, id: s.ID, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
-		stderr: s.Stderr, start: start, done: make(chan struct{}), podUID: podUID}
-	return p.followHandle(ctx, h)
-}
-
 // followHandle starts h's follower: every field is set before it runs.
 func (p *Provider) followHandle(ctx context.Context, h *handle) *handle {
 	if h.sess != nil {

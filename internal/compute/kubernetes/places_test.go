@@ -1,4 +1,4 @@
-package dispatch
+package kubernetes
 
 import (
 	"testing"
@@ -10,12 +10,12 @@ import (
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
-// A kubernetes slot's places are a proxy template's read-only binds: the bundle
+// A pool pod's places are a proxy template's read-only binds: the bundle
 // and its manifest (a file, by its place when its source is gone), the capability files, the
 // inputs, the trust directory and the system trust store (a file); never the worker binary
 // (the slot's own), the gateway's socket directory (the worker listens there) or a writable
 // bind.
-func TestK8sPlaces_ProxyTemplate(t *testing.T) {
+func TestPlaces_ProxyTemplate(t *testing.T) {
 	gone := "/nonexistent/stage"
 	tmpl := compute.Spec{Argv: []string{wire.BinPath, "worker"}, Binds: []compute.Bind{
 		{Src: gone + "/bin", Dst: wire.BinPath},
@@ -37,9 +37,9 @@ func TestK8sPlaces_ProxyTemplate(t *testing.T) {
 		{Dst: wire.TrustPath},
 		{Dst: wire.SystemTrustFile, File: true},
 	}
-	got := k8sPlaces(tmpl)
+	got := Places(tmpl)
 	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("k8sPlaces (-want +got):\n%s", d)
+		t.Errorf("Places (-want +got):\n%s", d)
 	}
 	if err := remote.CheckSlotPlaces(got); err != nil {
 		t.Errorf("the places fail their check: %v", err)

@@ -1,4 +1,4 @@
-package local
+package host
 
 import (
 	"fmt"
@@ -11,21 +11,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procStatus is the part of /proc/<pid>/status this package reads to tell a sandbox's
+// ProcStatus is the part of /proc/<pid>/status this package reads to tell a sandbox's
 // first process from any other.
-type procStatus struct {
+type ProcStatus struct {
 	name, state string
 	ppid        string
 	uids        []string // real, effective, saved, filesystem
 	nspid       []string // the pid in each pid namespace, from the reader's down to its own
 }
 
-func readProcStatus(pid string) (procStatus, error) {
+// ReadProcStatus reads the status of process pid from /proc.
+func ReadProcStatus(pid string) (ProcStatus, error) {
 	b, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
 	if err != nil {
-		return procStatus{}, err
+		return ProcStatus{}, err
 	}
-	var st procStatus
+	var st ProcStatus
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, _ := strings.Cut(line, ":")
 		switch k {
@@ -42,19 +43,19 @@ func readProcStatus(pid string) (procStatus, error) {
 		}
 	}
 	if st.nspid == nil {
-		return procStatus{}, fmt.Errorf("the status of process %s has no NSpid line", pid)
+		return ProcStatus{}, fmt.Errorf("the status of process %s has no NSpid line", pid)
 	}
 	return st, nil
 }
 
-// nestedInit reports whether the process is the first of a pid namespace below the reader's.
-func (st procStatus) nestedInit() bool {
+// NestedInit reports whether the process is the first of a pid namespace below the reader's.
+func (st ProcStatus) NestedInit() bool {
 	return len(st.nspid) > 1 && st.nspid[len(st.nspid)-1] == "1"
 }
 
-// runsAs reports whether the process is no zombie and has uid as its real, effective or
+// RunsAs reports whether the process is no zombie and has uid as its real, effective or
 // saved uid.
-func (st procStatus) runsAs(uid string) bool {
+func (st ProcStatus) RunsAs(uid string) bool {
 	if strings.HasPrefix(st.state, "Z") || strings.HasPrefix(st.state, "X") {
 		return false
 	}
@@ -78,7 +79,7 @@ func UIDProcesses(uid string) ([]string, error) {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		if st, err := readProcStatus(e.Name()); err == nil && st.runsAs(uid) {
+		if st, err := ReadProcStatus(e.Name()); err == nil && st.RunsAs(uid) {
 			pids = append(pids, e.Name())
 		}
 	}
@@ -123,13 +124,13 @@ func EndOrphanedSandboxes(uid string, pids []string) bool {
 // orphanedSandbox reports whether pid is the first process of a pid namespace below this one
 // whose parent is neither a bwrap nor a process running as uid (EndOrphanedSandboxes).
 func orphanedSandbox(uid, pid string) bool {
-	st, err := readProcStatus(pid)
-	if err != nil || !st.nestedInit() {
+	st, err := ReadProcStatus(pid)
+	if err != nil || !st.NestedInit() {
 		return false
 	}
-	parent, err := readProcStatus(st.ppid)
+	parent, err := ReadProcStatus(st.ppid)
 	if err != nil {
 		return true // reaped meanwhile: no bwrap waits on it
 	}
-	return parent.name != "bwrap" && !parent.runsAs(uid)
+	return parent.name != "bwrap" && !parent.RunsAs(uid)
 }

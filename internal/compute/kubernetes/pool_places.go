@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,13 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/remote"
+	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
 // A slot's read-only places: read-only for real, as a cold pod's. Files a slot's worker
 // fetched into its writable /agora at the claim, write bits taken off, would be read-only by
 // mode only: the agent, the files' owner, could chmod them back and write. So the slot's pod
-// has, at each place its template knows ([SlotOptions.Places]):
+// has, at each place its template knows ([PoolOptions.Places]):
 //
 //   - an emptyDir of its own (p-INDEX), mounted read-only in the worker's container at the
 //     place (a file place as its "file" entry, a subPath mount, as a cold pod's), so nothing
@@ -174,4 +177,43 @@ func checkPlaces(places []remote.SlotPlace, argv []string) error {
 		}
 	}
 	return nil
+}
+
+// Places are the read-only places of a pool pod of tmpl ([PoolOptions.Places]): the
+// binds a docker slot stages (stagedBind: read-only, below the layout root, not the worker
+// binary nor the gateway's socket directory, and the system trust store of a dispatch with the
+// egress proxy), each a file or a directory as placeIsFile says. The pod mounts each
+// read-only; its filler fills them at the claim, the trust store with the
+// claiming dispatch's stage's trust file, so a proxy dispatch runs warm.
+func Places(tmpl compute.Spec) []remote.SlotPlace {
+	var out []remote.SlotPlace
+	for _, b := range tmpl.Binds {
+		if stagedBind(b) {
+			out = append(out, remote.SlotPlace{Dst: b.Dst, File: placeIsFile(b)})
+		}
+	}
+	return out
+}
+
+// stagedBind says whether a template bind is a read-only place of a pool pod: read-only,
+// below the layout root, neither the pod's own worker binary nor the gateway's socket
+// directory (the worker listens there, so it is a directory it writes); and the system trust
+// store of a dispatch with the egress proxy (wire.SystemTrustFile, its stage's trust file bound
+// over the image's), though outside the layout root. A docker slot's places follow the same
+// rule (compute/container/slots).
+func stagedBind(b compute.Bind) bool {
+	if b.Writable || b.Result {
+		return false
+	}
+	return b.Dst == wire.SystemTrustFile ||
+		strings.HasPrefix(b.Dst, wire.DefaultRoot+"/") && b.Dst != wire.BinPath && b.Dst != wire.GatewayPath
+}
+
+// placeIsFile says whether the template's bind b is a file: by its source when it still
+// stands, else by its place (a bundle's manifest and a runtime binary are files).
+func placeIsFile(b compute.Bind) bool {
+	if fi, err := os.Stat(b.Src); err == nil {
+		return fi.Mode().IsRegular()
+	}
+	return b.Dst == wire.BundlePath+"/"+wire.ManifestFile || b.Dst == wire.SystemTrustFile || strings.HasPrefix(b.Dst, wire.RuntimeBinDir+"/")
 }
