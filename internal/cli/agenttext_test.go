@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,7 @@ func TestAgentText(t *testing.T) {
 		"bad utf8 \xff":                    "bad utf8 \uFFFD",
 		"tab\tkept, ünïcödé kept":          "tab\tkept, ünïcödé kept",
 	} {
-		if got := agentText(in); got != want {
+		if got := cmdutil.AgentText(in); got != want {
 			t.Errorf("agentText(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/deploy"
 )
 
 type applyOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	file   string
 	dryRun bool
 	prune  bool
@@ -31,7 +32,7 @@ type applyResult struct {
 	Imported []importedSubagent `json:"imported,omitempty"`
 }
 
-func newApplyCmd(f *Factory, runF func(*applyOptions) error) *cobra.Command {
+func newApplyCmd(f *cmdutil.Factory, runF func(*applyOptions) error) *cobra.Command {
 	opts := &applyOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "apply -f agora-manifest.yaml [--dry-run] [--prune]",
@@ -85,21 +86,21 @@ together, each with its line and path (subagents[2]: ...); the first 100 are lis
 how many more there are.`,
 		Example: `  agora apply -f agora-manifest.yaml --dry-run
   agora apply -f agora-manifest.yaml --prune --output json`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.file == "" {
-				return usageErrorf(cmd, "-f FILE is required")
+				return cmdutil.UsageErrorf(cmd, "-f FILE is required")
 			}
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, applyRun)
+			return cmdutil.RunCmd(cmd, opts, runF, applyRun)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.file, "file", "f", "", "the manifest to apply (required)")
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "print the plan and change nothing")
 	cmd.Flags().BoolVar(&opts.prune, "prune", false, "retire active names the manifest does not declare")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -122,11 +123,11 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 	if sets := src.Imports(); len(sets) > 0 {
 		var skipped []ccimport.Skipped
 		res.Imported, skipped = importedOf(sets...)
-		if opts.output != formatJSON {
+		if opts.output != cmdutil.FormatJSON {
 			printImport(f.IO.Out, importResult{Subagents: res.Imported, Skipped: skipped})
 		}
 	}
-	if opts.output != formatJSON {
+	if opts.output != cmdutil.FormatJSON {
 		printPlan(f, changes)
 	}
 	if !opts.dryRun && hasWork(changes) {
@@ -136,11 +137,11 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 		}
 		res.Applied, res.Changes = true, done
 	}
-	if opts.output == formatJSON {
+	if opts.output == cmdutil.FormatJSON {
 		if res.Changes == nil {
 			res.Changes = []provision.Change{}
 		}
-		return writeJSON(f.IO.Out, res)
+		return cmdutil.WriteJSON(f.IO.Out, res)
 	}
 	switch {
 	case !hasWork(changes):
@@ -162,7 +163,7 @@ func hasWork(changes []provision.Change) bool {
 	return false
 }
 
-func printPlan(f *Factory, changes []provision.Change) {
+func printPlan(f *cmdutil.Factory, changes []provision.Change) {
 	counts := map[string]int{}
 	for _, c := range changes {
 		counts[c.Action]++

@@ -17,6 +17,8 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/outdir"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/home"
@@ -26,7 +28,7 @@ import (
 // maxCAFileSize caps an rfc3161 anchor's ca_file.
 const maxCAFileSize = 1 << 20
 
-func newAuditCmd(f *Factory) *cobra.Command {
+func newAuditCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Read, checkpoint and export the audit log of agora.db",
@@ -41,19 +43,19 @@ audit.checkpoint_interval, and handed to the anchors of agora.yaml (audit.anchor
 	return cmd
 }
 
-// Checkpointer returns the checkpointer of agora.db's audit log with the anchors of
+// checkpointer returns the checkpointer of agora.db's audit log with the anchors of
 // agora.yaml. Commands that append entries call MaybeCheckpoint on it after they commit.
-func (f *Factory) Checkpointer(ctx context.Context) (*audit.Checkpointer, error) {
+func checkpointer(ctx context.Context, f *cmdutil.Factory) (*audit.Checkpointer, error) {
 	h, err := f.Home(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return f.checkpointerFor(ctx, h.DB, home.DBFile)
+	return checkpointerFor(ctx, f, h.DB, home.DBFile)
 }
 
 // checkpointNow writes a checkpoint of agora.db's audit log if it grew, and hands it to the
 // anchors (an anchor's failure is in the result, not the error).
-func checkpointNow(ctx context.Context, f *Factory) (*audit.Checkpointer, *audit.CheckpointResult, error) {
+func checkpointNow(ctx context.Context, f *cmdutil.Factory) (*audit.Checkpointer, *audit.CheckpointResult, error) {
 	cp, err := f.Checkpointer(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -63,7 +65,7 @@ func checkpointNow(ctx context.Context, f *Factory) (*audit.Checkpointer, *audit
 }
 
 // checkpointerFor is the checkpointer of the log in db, named logName in its origin.
-func (f *Factory) checkpointerFor(ctx context.Context, db *store.DB, logName string) (*audit.Checkpointer, error) {
+func checkpointerFor(ctx context.Context, f *cmdutil.Factory, db *store.DB, logName string) (*audit.Checkpointer, error) {
 	h, err := f.Home(ctx)
 	if err != nil {
 		return nil, err
@@ -114,7 +116,7 @@ func buildAnchors(cfg *config.Config, logName string, now func() time.Time) ([]a
 		case config.AnchorRFC3161:
 			var ca []byte
 			if a.CAFile != "" {
-				b, err := readLimited(a.CAFile, maxCAFileSize)
+				b, err := cmdutil.ReadLimited(a.CAFile, maxCAFileSize)
 				if err != nil {
 					return nil, fmt.Errorf("audit.anchors[%d].ca_file: %w", i, err)
 				}
@@ -141,7 +143,7 @@ func buildAnchors(cfg *config.Config, logName string, now func() time.Time) ([]a
 }
 
 type auditLogOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	list audit.ListOptions
 
 	since string
@@ -159,8 +161,8 @@ type auditLogEntry struct {
 	Details map[string]any `json:"details"`
 }
 
-func newAuditLogCmd(f *Factory, runF func(*auditLogOptions) error) *cobra.Command {
-	opts := &auditLogOptions{printOptions: printOptions{f: f}}
+func newAuditLogCmd(f *cmdutil.Factory, runF func(*auditLogOptions) error) *cobra.Command {
+	opts := &auditLogOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
 	cmd := &cobra.Command{
 		Use:   "log [--since T] [--kind K]",
 		Short: "List the entries of the audit log",
@@ -171,19 +173,19 @@ entry's details (names, hashes and decisions; never secret values).
 --kind takes a kind (catalog.register) or a family (catalog.*).`,
 		Example: `  agora audit log --since 24h --kind 'catalog.*'
   agora audit log --limit 20 --output json`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 	}
 	cmd.Flags().StringVar(&opts.since, "since", "", "only entries at or after this RFC 3339 time or duration ago")
 	cmd.Flags().StringVar(&opts.kind, "kind", "", "only entries of this kind, or family such as catalog.*")
 	cmd.Flags().IntVar(&opts.limit, "limit", 0, "only the last N matching entries (0: all)")
-	return newPrintCmd(cmd, opts, runF, auditLogRun)
+	return cmdutil.NewPrintCmd(cmd, opts, runF, auditLogRun)
 }
 
-func (o *auditLogOptions) validate(cmd *cobra.Command) error {
+func (o *auditLogOptions) Validate(cmd *cobra.Command) error {
 	if o.since != "" {
-		t, err := parseSinceTime(o.since, o.f.Now())
+		t, err := parseSinceTime(o.since, o.F.Now())
 		if err != nil {
-			return usageErrorf(cmd, "--since: %v", err)
+			return cmdutil.UsageErrorf(cmd, "--since: %v", err)
 		}
 		o.list.Since = t
 	}
@@ -192,7 +194,7 @@ func (o *auditLogOptions) validate(cmd *cobra.Command) error {
 }
 
 func auditLogRun(ctx context.Context, opts *auditLogOptions) error {
-	f := opts.f
+	f := opts.F
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
@@ -205,12 +207,12 @@ func auditLogRun(ctx context.Context, opts *auditLogOptions) error {
 	for i, r := range recs {
 		out[i] = auditLogEntry(r)
 	}
-	return emit(f.IO, opts.output, out, func(out []auditLogEntry) error {
+	return cmdutil.Emit(f.IO, opts.Output, out, func(out []auditLogEntry) error {
 		rows := make([][]string, len(out))
 		for i, r := range out {
-			rows[i] = []string{strconv.FormatUint(r.Seq, 10), fmtTime(f.IO, f.Now(), r.Time), r.Actor, r.Kind, r.Subject}
+			rows[i] = []string{strconv.FormatUint(r.Seq, 10), cmdutil.FmtTime(f.IO, f.Now(), r.Time), r.Actor, r.Kind, r.Subject}
 		}
-		return printTable(f.IO, []string{"SEQ", "TIME", "ACTOR", "KIND", "SUBJECT"}, rows)
+		return cmdutil.PrintTable(f.IO, []string{"SEQ", "TIME", "ACTOR", "KIND", "SUBJECT"}, rows)
 	})
 }
 
@@ -231,8 +233,8 @@ type anchorResult struct {
 	Error string `json:"error,omitempty"`
 }
 
-func newAuditCheckpointCmd(f *Factory, runF func(*printOptions) error) *cobra.Command {
-	return newPrintCmd(&cobra.Command{
+func newAuditCheckpointCmd(f *cmdutil.Factory, runF func(*cmdutil.PrintOptions) error) *cobra.Command {
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "checkpoint",
 		Short: "Write a checkpoint now and print the latest signed checkpoint",
 		Long: `Write a signed checkpoint of the audit log if it grew since the latest one (after checking
@@ -241,18 +243,18 @@ yet, and print it: a C2SP tlog-checkpoint signed note.
 
 A failing anchor does not undo the checkpoint; it is reported and the command exits 1.`,
 		Example: `  agora audit checkpoint --output json`,
-		Args:    noArgs,
-	}, &printOptions{f: f}, runF, auditCheckpointRun)
+		Args:    cmdutil.NoArgs,
+	}, &cmdutil.PrintOptions{F: f}, runF, auditCheckpointRun)
 }
 
-func auditCheckpointRun(ctx context.Context, opts *printOptions) error {
-	f := opts.f
+func auditCheckpointRun(ctx context.Context, opts *cmdutil.PrintOptions) error {
+	f := opts.F
 	_, res, err := checkpointNow(ctx, f)
 	if err != nil {
 		return err
 	}
 	c := res.Checkpoint
-	if opts.output == formatJSON {
+	if opts.Output == cmdutil.FormatJSON {
 		out := checkpointResult{Origin: c.Origin, Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Hash),
 			At: c.At, Created: res.Created, Note: string(c.Note), Anchors: []anchorResult{}}
 		for _, a := range res.Anchors {
@@ -262,7 +264,7 @@ func auditCheckpointRun(ctx context.Context, opts *printOptions) error {
 			}
 			out.Anchors = append(out.Anchors, r)
 		}
-		if err := writeJSON(f.IO.Out, out); err != nil {
+		if err := cmdutil.WriteJSON(f.IO.Out, out); err != nil {
 			return err
 		}
 	} else {
@@ -282,7 +284,7 @@ func auditCheckpointRun(ctx context.Context, opts *printOptions) error {
 }
 
 type auditExportOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	sel    audit.Selection
 	out    string
 	since  string
@@ -291,7 +293,7 @@ type auditExportOptions struct {
 	output string
 }
 
-func newAuditExportCmd(f *Factory, runF func(*auditExportOptions) error) *cobra.Command {
+func newAuditExportCmd(f *cmdutil.Factory, runF func(*auditExportOptions) error) *cobra.Command {
 	opts := &auditExportOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "export --out FILE [--since SEQ|TIME] [--kind K]",
@@ -305,20 +307,20 @@ takes a sequence number, an RFC 3339 time or a duration back from now; --kind a 
 family such as catalog.*.`,
 		Example: `  agora audit export --out audit.json --since 24h
   agora verify audit.json --key ~/.local/share/agora/keys/audit.pub`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.out == "" {
-				return usageErrorf(cmd, "--out FILE is required")
+				return cmdutil.UsageErrorf(cmd, "--out FILE is required")
 			}
 			if opts.since != "" {
 				if n, err := strconv.ParseUint(opts.since, 10, 64); err == nil {
 					opts.sel.FromIndex = n
 				} else if opts.sel.Since, err = parseSinceTime(opts.since, f.Now()); err != nil {
-					return usageErrorf(cmd, "--since: want a sequence number, an RFC 3339 time or a duration, got %q", opts.since)
+					return cmdutil.UsageErrorf(cmd, "--since: want a sequence number, an RFC 3339 time or a duration, got %q", opts.since)
 				}
 			}
 			opts.sel.Kind = opts.kind
-			return runCmd(cmd, opts, runF, auditExportRun)
+			return cmdutil.RunCmd(cmd, opts, runF, auditExportRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.out, "out", "", "file to write the bundle to (required)")
@@ -367,7 +369,7 @@ func auditExportRun(ctx context.Context, opts *auditExportOptions) error {
 // link planted there is replaced, never written through. auditExportRun has already
 // refused an existing path without --force.
 func writeBundle(path string, b *verify.Bundle) error {
-	return writeOutFile(path, true, func(w io.Writer) error { return verify.WriteBundle(w, b) })
+	return outdir.WriteFile(path, true, func(w io.Writer) error { return verify.WriteBundle(w, b) })
 }
 
 // parseSinceTime reads an RFC 3339 time or a duration back from now.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/gitbranch"
@@ -128,7 +129,7 @@ func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip [
 			w.repo = r.Repo // a workspace run: its repository, as the dispatcher resolved it
 		}
 		if r.Revision != w.base {
-			return w, fmt.Errorf("task %s ran on commit %s, the run on %s: one branch needs one base", t.ID, orDash(r.Revision), w.base)
+			return w, fmt.Errorf("task %s ran on commit %s, the run on %s: one branch needs one base", t.ID, cmdutil.OrDash(r.Revision), w.base)
 		}
 		c, err := dispatchChange(h.Blobs, r, t.ID, run.ID)
 		if err != nil {
@@ -149,7 +150,7 @@ func checkSkip(run string, tasks, order []api.Task, skip []string) error {
 			for i, t := range order {
 				ids[i] = t.ID
 			}
-			return fmt.Errorf("--skip %q: run %s has no succeeded task %q whose work the branch takes; those are: %s", id, run, id, orDash(strings.Join(ids, ", ")))
+			return fmt.Errorf("--skip %q: run %s has no succeeded task %q whose work the branch takes; those are: %s", id, run, id, cmdutil.OrDash(strings.Join(ids, ", ")))
 		}
 	}
 	if len(skip) == 0 {
@@ -205,7 +206,7 @@ func (w branchWork) check(what string) error {
 }
 
 // writeBranch makes the branch and prints what it made, or the conflict and how to go on.
-func writeBranch(ctx context.Context, f *Factory, w branchWork, branch string) error {
+func writeBranch(ctx context.Context, f *cmdutil.Factory, w branchWork, branch string) error {
 	res, err := gitbranch.Create(ctx, branch, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes, When: f.Now()})
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
@@ -217,7 +218,7 @@ func writeBranch(ctx context.Context, f *Factory, w branchWork, branch string) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.Out, "branch %s at %s: %s on %s\n", branch, short(res.Head), plural(len(res.Commits), "commit"), short(w.base))
+	fmt.Fprintf(f.IO.Out, "branch %s at %s: %s on %s\n", branch, short(res.Head), cmdutil.Plural(len(res.Commits), "commit"), short(w.base))
 	for _, label := range res.Unchanged {
 		fmt.Fprintf(f.IO.Out, "  no commit for %s: its patch changes nothing on top of the commits before it (the same edit)\n", label)
 	}
@@ -239,7 +240,7 @@ func without(w branchWork, label, branch string) string {
 }
 
 // writeCombined prints one patch of every change, from the base to the result.
-func writeCombined(ctx context.Context, f *Factory, w branchWork) error {
+func writeCombined(ctx context.Context, f *cmdutil.Factory, w branchWork) error {
 	b, err := gitbranch.Combined(ctx, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes})
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
@@ -262,7 +263,7 @@ func conflictWhere(ce *gitbranch.ConflictError) string {
 		files = gitNamedPaths(ce.Git)
 	}
 	if len(files) > 0 {
-		return pathLine(agentText(strings.Join(files, ", ")))
+		return pathLine(cmdutil.AgentText(strings.Join(files, ", ")))
 	}
 	last := ""
 	for _, line := range strings.Split(ce.Git, "\n") {
@@ -270,7 +271,7 @@ func conflictWhere(ce *gitbranch.ConflictError) string {
 			last = strings.TrimPrefix(line, "error: ")
 		}
 	}
-	return "(git: " + pathLine(agentText(orDash(last))) + ")"
+	return "(git: " + pathLine(cmdutil.AgentText(cmdutil.OrDash(last))) + ")"
 }
 
 // pathLine keeps a path with a newline from starting a line of its own in the report (a forged

@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // registerResult is the JSON shape of register and assign.
@@ -21,9 +22,9 @@ type registerResult struct {
 	ApproveNotes []string `json:"approve_notes,omitempty"`
 }
 
-func printRegistered(f *Factory, format string, c provision.Change, v catalog.Version) error {
-	if format == formatJSON {
-		return writeJSON(f.IO.Out, registerResult{Action: c.Action, Version: v, ApproveNotes: c.ApproveNotes})
+func printRegistered(f *cmdutil.Factory, format string, c provision.Change, v catalog.Version) error {
+	if format == cmdutil.FormatJSON {
+		return cmdutil.WriteJSON(f.IO.Out, registerResult{Action: c.Action, Version: v, ApproveNotes: c.ApproveNotes})
 	}
 	defer printApproveNotes(f.IO.ErrOut, "agora: note: ", c.ApproveNotes)
 	switch c.Action {
@@ -47,7 +48,7 @@ func printApproveNotes(w io.Writer, prefix string, notes []string) {
 
 // registerRun registers what prepare makes of the command line, with its audit entry, and
 // prints the outcome: the end of every 'KIND register'.
-func registerRun(ctx context.Context, f *Factory, output string, prepare func(*provision.Writer) (*provision.Pending, error)) error {
+func registerRun(ctx context.Context, f *cmdutil.Factory, output string, prepare func(*provision.Writer) (*provision.Pending, error)) error {
 	w, err := f.Writer(ctx)
 	if err != nil {
 		return err
@@ -66,28 +67,28 @@ func registerRun(ctx context.Context, f *Factory, output string, prepare func(*p
 // listColumns describes how one kind prints in a table.
 type listColumns struct {
 	headers []string
-	row     func(f *Factory, v catalog.Version) []string
+	row     func(f *cmdutil.Factory, v catalog.Version) []string
 }
 
 type listOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	kind catalog.Kind
 	cols listColumns
 }
 
-func newListCmd(f *Factory, runF func(*listOptions) error, kind catalog.Kind, cols listColumns) *cobra.Command {
-	opts := &listOptions{printOptions: printOptions{f: f}, kind: kind, cols: cols}
-	return newPrintCmd(&cobra.Command{
+func newListCmd(f *cmdutil.Factory, runF func(*listOptions) error, kind catalog.Kind, cols listColumns) *cobra.Command {
+	opts := &listOptions{PrintOptions: cmdutil.PrintOptions{F: f}, kind: kind, cols: cols}
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "list",
 		Short: fmt.Sprintf("List the latest version of every %s", kind),
 		Long: fmt.Sprintf(`List the latest version of every active %s, sorted by name.
 Retired names are left out; 'agora %s history NAME' still shows them.`, kind, cmdNoun(kind)),
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 	}, opts, runF, listRun)
 }
 
 func listRun(ctx context.Context, opts *listOptions) error {
-	f := opts.f
+	f := opts.F
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
@@ -96,14 +97,14 @@ func listRun(ctx context.Context, opts *listOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.output == formatJSON {
+	if opts.Output == cmdutil.FormatJSON {
 		out, err := listJSON(opts.kind, vs)
 		if err != nil {
 			return err
 		}
-		return writeJSON(f.IO.Out, out)
+		return cmdutil.WriteJSON(f.IO.Out, out)
 	}
-	return emit(f.IO, opts.output, vs, func(vs []catalog.Version) error {
+	return cmdutil.Emit(f.IO, opts.Output, vs, func(vs []catalog.Version) error {
 		if len(vs) == 0 && f.IO.OutTTY {
 			fmt.Fprintf(f.IO.ErrOut, "agora: no %s registered; see 'agora %s register --help'\n", opts.kind.Plural(), cmdNoun(opts.kind))
 			return nil
@@ -112,65 +113,65 @@ func listRun(ctx context.Context, opts *listOptions) error {
 		for i, v := range vs {
 			rows[i] = opts.cols.row(f, v)
 		}
-		return printTable(f.IO, opts.cols.headers, rows)
+		return cmdutil.PrintTable(f.IO, opts.cols.headers, rows)
 	})
 }
 
 // refOptions are the options of a command about one catalog name or version: arg.
 type refOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	kind catalog.Kind
 }
 
-func newHistoryCmd(f *Factory, runF func(*refOptions) error, kind catalog.Kind) *cobra.Command {
-	opts := &refOptions{printOptions: printOptions{f: f}, kind: kind}
-	return newPrintCmd(&cobra.Command{
+func newHistoryCmd(f *cmdutil.Factory, runF func(*refOptions) error, kind catalog.Kind) *cobra.Command {
+	opts := &refOptions{PrintOptions: cmdutil.PrintOptions{F: f}, kind: kind}
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:     "history NAME",
 		Short:   fmt.Sprintf("Show every registration and retirement of a %s", kind),
 		Example: fmt.Sprintf("  agora %s history NAME --output json", cmdNoun(kind)),
-		Args:    exactArgs(1, "NAME"),
+		Args:    cmdutil.ExactArgs(1, "NAME"),
 	}, opts, runF, historyRun)
 }
 
 func historyRun(ctx context.Context, opts *refOptions) error {
-	f := opts.f
+	f := opts.F
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
 	}
-	evs, err := view.New(h.DB, h.Blobs).History(ctx, opts.kind, opts.arg)
+	evs, err := view.New(h.DB, h.Blobs).History(ctx, opts.kind, opts.Arg)
 	if err != nil {
 		return err
 	}
-	return emit(f.IO, opts.output, evs, func(evs []catalog.Event) error {
+	return cmdutil.Emit(f.IO, opts.Output, evs, func(evs []catalog.Event) error {
 		rows := make([][]string, len(evs))
 		for i, e := range evs {
-			rows[i] = []string{fmtTime(f.IO, f.Now(), e.At), e.Action, orDash(string(e.Digest)), e.Actor}
+			rows[i] = []string{cmdutil.FmtTime(f.IO, f.Now(), e.At), e.Action, cmdutil.OrDash(string(e.Digest)), e.Actor}
 		}
-		return printTable(f.IO, []string{"WHEN", "ACTION", "DIGEST", "ACTOR"}, rows)
+		return cmdutil.PrintTable(f.IO, []string{"WHEN", "ACTION", "DIGEST", "ACTOR"}, rows)
 	})
 }
 
 // newShowCmd builds 'KIND show': run resolves the version and prints it.
-func newShowCmd(f *Factory, runF func(*refOptions) error, kind catalog.Kind, short string, run func(context.Context, *refOptions) error) *cobra.Command {
-	opts := &refOptions{printOptions: printOptions{f: f}, kind: kind}
-	return newPrintCmd(&cobra.Command{
+func newShowCmd(f *cmdutil.Factory, runF func(*refOptions) error, kind catalog.Kind, short string, run func(context.Context, *refOptions) error) *cobra.Command {
+	opts := &refOptions{PrintOptions: cmdutil.PrintOptions{F: f}, kind: kind}
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:     "show NAME[@sha256:HEX]",
 		Short:   short,
 		Example: fmt.Sprintf("  agora %[1]s show NAME\n  agora %[1]s show NAME@sha256:HEX --output json", cmdNoun(kind)),
-		Args:    exactArgs(1, "NAME[@sha256:HEX]"),
+		Args:    cmdutil.ExactArgs(1, "NAME[@sha256:HEX]"),
 	}, opts, runF, run)
 }
 
 // resolveContent resolves the options' reference in the catalog and reads that version's
 // content: the start of every 'KIND show'.
 func resolveContent(ctx context.Context, opts *refOptions) (*view.Catalog, catalog.Version, []byte, error) {
-	h, err := opts.f.Home(ctx)
+	h, err := opts.F.Home(ctx)
 	if err != nil {
 		return nil, catalog.Version{}, nil, err
 	}
 	r := view.New(h.DB, h.Blobs)
-	v, err := r.Resolve(ctx, opts.kind, opts.arg)
+	v, err := r.Resolve(ctx, opts.kind, opts.Arg)
 	if err != nil {
 		return nil, catalog.Version{}, nil, err
 	}
@@ -182,17 +183,6 @@ func resolveContent(ctx context.Context, opts *refOptions) (*view.Catalog, catal
 }
 
 func cmdNoun(kind catalog.Kind) string { return string(kind) }
-
-// exactArgs is cobra.ExactArgs with a message that names the arguments and counts as a usage
-// error.
-func exactArgs(n int, names string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usageErrorf(cmd, "%s takes %s (got %d argument(s))", cmd.CommandPath(), names, len(args))
-		}
-		return nil
-	}
-}
 
 // splitList splits "a,b" and repeated flags into names, dropping empties.
 func splitList(values []string) []string {

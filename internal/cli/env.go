@@ -12,10 +12,11 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/errclass"
 )
 
-func newEnvCmd(f *Factory) *cobra.Command {
+func newEnvCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "env",
 		Short: "Register and inspect env bundles (values and sealed secrets)",
@@ -27,9 +28,9 @@ printed, logged or stored in plaintext; lists and shows give their keys only.`,
 		newEnvRegisterCmd(f, nil),
 		newListCmd(f, nil, catalog.KindEnv, listColumns{
 			headers: []string{"NAME", "DIGEST", "VALUES", "SECRETS", "REGISTERED"},
-			row: func(f *Factory, v catalog.Version) []string {
-				return []string{v.Name, fmtDigest(f.IO, v.Digest), orDash(strings.Join(v.Meta.ValueKeys, ",")),
-					orDash(strings.Join(v.Meta.SecretKeys, ",")), fmtTime(f.IO, f.Now(), v.RegisteredAt)}
+			row: func(f *cmdutil.Factory, v catalog.Version) []string {
+				return []string{v.Name, cmdutil.FmtDigest(f.IO, v.Digest), cmdutil.OrDash(strings.Join(v.Meta.ValueKeys, ",")),
+					cmdutil.OrDash(strings.Join(v.Meta.SecretKeys, ",")), cmdutil.FmtTime(f.IO, f.Now(), v.RegisteredAt)}
 			},
 		}),
 		newShowCmd(f, nil, catalog.KindEnv, "Show an env bundle's values and secret keys (never secret values)", envShowRun),
@@ -39,7 +40,7 @@ printed, logged or stored in plaintext; lists and shows give their keys only.`,
 }
 
 type envRegisterOptions struct {
-	f    *Factory
+	f    *cmdutil.Factory
 	name string
 	// values, secrets and bindings are the bundle, parsed from the flags and read from their
 	// sources.
@@ -55,7 +56,7 @@ type envRegisterOptions struct {
 	output          string
 }
 
-func newEnvRegisterCmd(f *Factory, runF func(*envRegisterOptions) error) *cobra.Command {
+func newEnvRegisterCmd(f *cmdutil.Factory, runF func(*envRegisterOptions) error) *cobra.Command {
 	opts := &envRegisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "register NAME [--value K=V]... [--secret K=SOURCE]... [--bind-host K=HOST,...]...",
@@ -89,16 +90,16 @@ Registering the same bindings again changes nothing; other bindings make a new v
   vault read -field=key secret/openai | agora env register openai --secret OPENAI_API_KEY=-
   agora env register gh --secret GITHUB_TOKEN=env:GH --bind-host GITHUB_TOKEN=api.github.com,github.com
   agora env register search --secret API_KEY=file:key.txt --bind-host api.example.com --bind-header X-Api-Key`,
-		Args: exactArgs(1, "NAME"),
+		Args: cmdutil.ExactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
 			opts.name = args[0]
 			if err := opts.parseFlags(cmd); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, envRegisterRun)
+			return cmdutil.RunCmd(cmd, opts, runF, envRegisterRun)
 		},
 	}
 	cmd.Flags().StringArrayVar(&opts.valueFlags, "value", nil, "a plain value KEY=VALUE; repeatable")
@@ -106,7 +107,7 @@ Registering the same bindings again changes nothing; other bindings make a new v
 	cmd.Flags().StringArrayVar(&opts.bindHostFlags, "bind-host", nil, "bind secret KEY to hosts, KEY=HOST[:PORT],...: the sandbox gets a placeholder, the proxy sends the value over HTTPS to those hosts only (port 443 unless named); repeatable")
 	cmd.Flags().StringArrayVar(&opts.bindHeaderFlags, "bind-header", nil, "KEY=HEADER,HEADER: headers to swap bound secret KEY into besides Authorization; repeatable")
 	cmd.Flags().StringSliceVar(&opts.allow, "allow-credential-pattern", nil, "credential scanner pattern to ignore in values (recorded on the version)")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -117,10 +118,10 @@ func (opts *envRegisterOptions) parseFlags(cmd *cobra.Command) error {
 	for _, kv := range opts.valueFlags {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return usageErrorf(cmd, "--value %q: want KEY=VALUE", kv)
+			return cmdutil.UsageErrorf(cmd, "--value %q: want KEY=VALUE", kv)
 		}
 		if _, dup := opts.values[k]; dup {
-			return usageErrorf(cmd, "--value %s given twice", k)
+			return cmdutil.UsageErrorf(cmd, "--value %s given twice", k)
 		}
 		opts.values[k] = v
 	}
@@ -151,7 +152,7 @@ func parseBindings(cmd *cobra.Command, hostFlags, headerFlags, secretKeys []stri
 		}
 		for _, h := range hosts {
 			if err := catalog.CheckBindingHost(h); err != nil {
-				return nil, usageErrorf(cmd, "--bind-host %s: %v", k, err)
+				return nil, cmdutil.UsageErrorf(cmd, "--bind-host %s: %v", k, err)
 			}
 		}
 		b := out[k]
@@ -165,12 +166,12 @@ func parseBindings(cmd *cobra.Command, hostFlags, headerFlags, secretKeys []stri
 		}
 		b, ok := out[k]
 		if !ok {
-			return nil, usageErrorf(cmd, "--bind-header %s: %s is bound to no host; add --bind-host %s=HOST first (the headers say where to put a bound secret)", k, k, k)
+			return nil, cmdutil.UsageErrorf(cmd, "--bind-header %s: %s is bound to no host; add --bind-host %s=HOST first (the headers say where to put a bound secret)", k, k, k)
 		}
 		for _, h := range headers {
 			h = catalog.CanonicalHeader(h)
 			if err := catalog.CheckBindingHeader(h); err != nil {
-				return nil, usageErrorf(cmd, "--bind-header %s: %v", k, err)
+				return nil, cmdutil.UsageErrorf(cmd, "--bind-header %s: %v", k, err)
 			}
 			b.Headers = append(b.Headers, h)
 		}
@@ -188,20 +189,20 @@ func parseBindings(cmd *cobra.Command, hostFlags, headerFlags, secretKeys []stri
 func bindArg(cmd *cobra.Command, flag, arg string, secretKeys []string, values map[string]string) (string, []string, error) {
 	k, list, named := strings.Cut(arg, "=")
 	if !named && slices.Contains(secretKeys, arg) {
-		return "", nil, usageErrorf(cmd, "%s %s: nothing to bind it to; want %s %s=A,B", flag, arg, flag, arg)
+		return "", nil, cmdutil.UsageErrorf(cmd, "%s %s: nothing to bind it to; want %s %s=A,B", flag, arg, flag, arg)
 	}
 	if !named {
 		if len(secretKeys) != 1 {
-			return "", nil, usageErrorf(cmd, "%s %s: name the secret, as %s KEY=%s; KEY= may be left out only with exactly one --secret (this command has %d)",
+			return "", nil, cmdutil.UsageErrorf(cmd, "%s %s: name the secret, as %s KEY=%s; KEY= may be left out only with exactly one --secret (this command has %d)",
 				flag, arg, flag, arg, len(secretKeys))
 		}
 		k, list = secretKeys[0], arg
 	}
 	if !slices.Contains(secretKeys, k) {
 		if _, isValue := values[k]; isValue {
-			return "", nil, usageErrorf(cmd, "%s %s: %s is a --value, not a --secret; only a secret can be bound (secrets: %s)", flag, k, k, keyList(secretKeys))
+			return "", nil, cmdutil.UsageErrorf(cmd, "%s %s: %s is a --value, not a --secret; only a secret can be bound (secrets: %s)", flag, k, k, keyList(secretKeys))
 		}
-		return "", nil, usageErrorf(cmd, "%s %s: %s is not a --secret of this command (secrets: %s)", flag, k, k, keyList(secretKeys))
+		return "", nil, cmdutil.UsageErrorf(cmd, "%s %s: %s is not a --secret of this command (secrets: %s)", flag, k, k, keyList(secretKeys))
 	}
 	var items []string
 	for item := range strings.SplitSeq(list, ",") {
@@ -210,7 +211,7 @@ func bindArg(cmd *cobra.Command, flag, arg string, secretKeys []string, values m
 		}
 	}
 	if len(items) == 0 {
-		return "", nil, usageErrorf(cmd, "%s %s: nothing after %s=; want %s %s=A,B", flag, k, k, flag, k)
+		return "", nil, cmdutil.UsageErrorf(cmd, "%s %s: nothing after %s=; want %s %s=A,B", flag, k, k, flag, k)
 	}
 	return k, items, nil
 }
@@ -244,23 +245,23 @@ func (e *literalSecretError) Hint() string {
 	return fmt.Sprintf("pass --secret %s=env:VAR, --secret %s=file:PATH or --secret %s=- (standard input)", e.key, e.key, e.key)
 }
 
-func readSecrets(cmd *cobra.Command, f *Factory, specs []string) (map[string][]byte, error) {
+func readSecrets(cmd *cobra.Command, f *cmdutil.Factory, specs []string) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	stdinUsed := false
 	for _, s := range specs {
 		k, src, ok := strings.Cut(s, "=")
 		if !ok || k == "" {
 			// Do not echo s: it may be a secret typed without a key.
-			return nil, usageErrorf(cmd, "--secret: want KEY=env:VAR, KEY=file:PATH or KEY=-")
+			return nil, cmdutil.UsageErrorf(cmd, "--secret: want KEY=env:VAR, KEY=file:PATH or KEY=-")
 		}
 		if _, dup := out[k]; dup {
-			return nil, usageErrorf(cmd, "--secret %s given twice", k)
+			return nil, cmdutil.UsageErrorf(cmd, "--secret %s given twice", k)
 		}
 		var val []byte
 		switch {
 		case src == "-":
 			if stdinUsed {
-				return nil, usageErrorf(cmd, "--secret %s=-: standard input can supply only one secret", k)
+				return nil, cmdutil.UsageErrorf(cmd, "--secret %s=-: standard input can supply only one secret", k)
 			}
 			stdinUsed = true
 			b, err := io.ReadAll(io.LimitReader(f.IO.In, maxSecretInput+1))
@@ -278,13 +279,13 @@ func readSecrets(cmd *cobra.Command, f *Factory, specs []string) (map[string][]b
 			val = []byte(v)
 		case strings.HasPrefix(src, "file:"):
 			path := strings.TrimPrefix(src, "file:")
-			b, err := readLimited(path, maxSecretInput)
+			b, err := cmdutil.ReadLimited(path, maxSecretInput)
 			if err != nil {
 				return nil, errclass.AsInvalid(fmt.Errorf("--secret %s=file:%s: %w", k, path, err))
 			}
 			val = trimNewline(b)
 		default:
-			return nil, &usageError{err: &literalSecretError{key: k}, cmd: cmd}
+			return nil, &cmdutil.UsageError{Err: &literalSecretError{key: k}, Cmd: cmd}
 		}
 		if len(val) > maxSecretInput {
 			return nil, errclass.AsInvalid(fmt.Errorf("--secret %s: over %d bytes", k, maxSecretInput))
@@ -324,8 +325,8 @@ func envShowRun(ctx context.Context, opts *refOptions) error {
 	if out.Bindings == nil {
 		out.Bindings = map[string]catalog.Binding{}
 	}
-	return emit(opts.f.IO, opts.output, out, func(out envShow) error {
-		w := opts.f.IO.Out
+	return cmdutil.Emit(opts.F.IO, opts.Output, out, func(out envShow) error {
+		w := opts.F.IO.Out
 		fmt.Fprintf(w, "name:       %s\n", v.Name)
 		fmt.Fprintf(w, "digest:     %s\n", v.Digest)
 		fmt.Fprintf(w, "registered: %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestNewEnvRegisterCmd_Bindings maps --bind-host and --bind-header to the options' bindings
@@ -46,7 +47,7 @@ func TestNewEnvRegisterCmd_Bindings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}},
+			f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}},
 				func(k string) string { return map[string]string{"S": "secret-value-0123"}[k] })
 			var got *envRegisterOptions
 			cmd := newEnvRegisterCmd(f, func(o *envRegisterOptions) error { got = o; return nil })
@@ -55,7 +56,7 @@ func TestNewEnvRegisterCmd_Bindings(t *testing.T) {
 			cmd.SetErr(&bytes.Buffer{})
 			err := cmd.Execute()
 			if tt.wantErr != "" {
-				if _, usage := err.(*usageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
+				if _, usage := err.(*cmdutil.UsageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Execute = %v (%T), want a usage error containing %q", err, err, tt.wantErr)
 				}
 				if strings.Contains(err.Error(), "secret-value") {

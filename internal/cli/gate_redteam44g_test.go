@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -31,7 +32,7 @@ func TestRedTeam44G_ChangesFlagTakesEachGlobWhole(t *testing.T) {
 		for _, c := range tt.changes {
 			args = append(args, "--changes", c)
 		}
-		f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		var got *dispatchRunOptions
 		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
 		cmd.SetArgs(args)
@@ -39,7 +40,7 @@ func TestRedTeam44G_ChangesFlagTakesEachGlobWhole(t *testing.T) {
 		cmd.SetErr(&bytes.Buffer{})
 		err := cmd.Execute()
 		if tt.wantErr != "" {
-			if _, usage := err.(*usageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
+			if _, usage := err.(*cmdutil.UsageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("--changes %q: Execute = %v, want a usage error containing %q", tt.changes, err, tt.wantErr)
 			}
 			continue

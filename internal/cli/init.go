@@ -8,18 +8,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/agoradb"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
 )
 
 type initOptions struct {
-	f *Factory
+	f *cmdutil.Factory
 	// gatewayCA also makes the network gateway's CA (keys/gateway-ca.pem and .key), which
 	// replicas on a Lease share.
 	gatewayCA bool
 }
 
-func newInitCmd(f *Factory, runF func(*initOptions) error) *cobra.Command {
+func newInitCmd(f *cmdutil.Factory, runF func(*initOptions) error) *cobra.Command {
 	opts := &initOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -35,9 +36,9 @@ with the other keys, so that a Job made under one leader trusts the next
 (docs/providers-k8s.md, "Two replicas on a Lease").`,
 		Example: `  agora init
   AGORA_HOME=$PWD/ha-keys agora init --gateway-ca   # the keys of a two-replica deployment`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCmd(cmd, opts, runF, initRun)
+			return cmdutil.RunCmd(cmd, opts, runF, initRun)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.gatewayCA, "gateway-ca", false, "also make the network gateway's CA in keys/ (shared by serve replicas on a Lease)")

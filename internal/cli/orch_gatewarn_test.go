@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,7 @@ tasks:
 		t.Helper()
 		t.Chdir(dir)
 		var out, errb bytes.Buffer
-		f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, func(k string) string {
+		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, func(k string) string {
 			if k == "AGORA_HOME" {
 				return home
 			}

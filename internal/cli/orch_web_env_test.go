@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +24,7 @@ func TestServeWebToken_NotInherited(t *testing.T) {
 			t.Setenv(envHTTPToken, tok)
 			t.Setenv("AGORA_HOME", t.TempDir())
 			o := &orchWebFlags{http: http}
-			if err := o.check(&cobra.Command{}, &Factory{Getenv: os.Getenv}); err != nil {
+			if err := o.check(&cobra.Command{}, &cmdutil.Factory{Getenv: os.Getenv}); err != nil {
 				t.Fatal(err)
 			}
 			if http != "" && (len(o.clients) != 1 || o.clients[0].Token != tok) {

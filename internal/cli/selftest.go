@@ -18,13 +18,14 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/selftest"
 	"github.com/agora-dev/agora/internal/workerbin"
 )
 
 type selftestOptions struct {
-	f       *Factory
+	f       *cmdutil.Factory
 	targets []string
 	output  string
 	run     string
@@ -58,7 +59,7 @@ a pod does not have the host's paths at all; a row blocked for that reason says 
 run --jobs at a time, each with host probes of its own; the table keeps the corpus's order.
 Exit 0 when every row passed, 5 when any did not.`
 
-func newSelftestCmd(f *Factory, runF func(*selftestOptions) error) *cobra.Command {
+func newSelftestCmd(f *cmdutil.Factory, runF func(*selftestOptions) error) *cobra.Command {
 	opts := &selftestOptions{f: f, Agora: selfProgram, Environ: os.Environ}
 	cmd := &cobra.Command{
 		Use:   "selftest [--target NAME] [--run REGEX] [--jobs N] [--list] [--output json]",
@@ -67,25 +68,25 @@ func newSelftestCmd(f *Factory, runF func(*selftestOptions) error) *cobra.Comman
 		Example: `  agora selftest
   agora selftest --target local --output json
   agora selftest --run '^net-' --list`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
 			if _, err := regexp.Compile(opts.run); err != nil {
-				return usageErrorf(cmd, "--run: %v", err)
+				return cmdutil.UsageErrorf(cmd, "--run: %v", err)
 			}
 			if opts.jobs < 1 || opts.jobs > selftest.MaxJobs {
-				return usageErrorf(cmd, "--jobs %d: want 1 to %d", opts.jobs, selftest.MaxJobs)
+				return cmdutil.UsageErrorf(cmd, "--jobs %d: want 1 to %d", opts.jobs, selftest.MaxJobs)
 			}
-			return runCmd(cmd, opts, runF, selftestRun)
+			return cmdutil.RunCmd(cmd, opts, runF, selftestRun)
 		},
 	}
 	cmd.Flags().StringSliceVar(&opts.targets, "target", nil, "the targets to attack (default: every target of this home's agora.yaml)")
 	cmd.Flags().StringVar(&opts.run, "run", "", "only the attacks whose id matches this regular expression")
 	cmd.Flags().IntVar(&opts.jobs, "jobs", selftest.DefaultJobs, "how many attacks run at once (1: one after another)")
 	cmd.Flags().BoolVar(&opts.list, "list", false, "list the attacks (id, class, expected, control, reason) and run none")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -118,7 +119,7 @@ func selftestRun(ctx context.Context, opts *selftestOptions) error {
 		return listAttacks(opts, attacks)
 	}
 	if len(attacks) == 0 {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("--run %q matches no attack (agora selftest --list shows them)", opts.run)}
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitUsage, Err: fmt.Errorf("--run %q matches no attack (agora selftest --list shows them)", opts.run)}
 	}
 	h, err := opts.f.Home(ctx)
 	if err != nil {
@@ -148,7 +149,7 @@ func selftestRun(ctx context.Context, opts *selftestOptions) error {
 		return err
 	}
 	if !res.OK {
-		return &exitError{code: ExitCheckFailed, err: errors.New("selftest: a boundary did not hold, an attack did not run, or this host does not enforce a control (the rows marked FAIL)")}
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitCheckFailed, Err: errors.New("selftest: a boundary did not hold, an attack did not run, or this host does not enforce a control (the rows marked FAIL)")}
 	}
 	return nil
 }
@@ -217,12 +218,12 @@ func selftestTarget(ctx context.Context, opts *selftestOptions, c *config.Config
 // recordSelftest appends the run's selftest.run entry to this home's audit log. A run of part
 // of the corpus (--run) says so, in its summary too: a slice that passes is not the corpus
 // passing.
-func recordSelftest(ctx context.Context, f *Factory, rep *selftest.Report, run string, corpus int) error {
+func recordSelftest(ctx context.Context, f *cmdutil.Factory, rep *selftest.Report, run string, corpus int) error {
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
 	}
-	f.wrote = true
+	f.Wrote = true
 	ran := len(rep.Rows)
 	summary := rep.Summary()
 	if ran < corpus {
@@ -241,8 +242,8 @@ func recordSelftest(ctx context.Context, f *Factory, rep *selftest.Report, run s
 
 func writeSelftest(opts *selftestOptions, res selftestResult) error {
 	out := opts.f.IO.Out
-	if opts.output == formatJSON {
-		return writeJSON(out, res)
+	if opts.output == cmdutil.FormatJSON {
+		return cmdutil.WriteJSON(out, res)
 	}
 	for _, rep := range res.Reports {
 		if err := rep.WriteTable(out); err != nil {
@@ -254,7 +255,7 @@ func writeSelftest(opts *selftestOptions, res selftestResult) error {
 
 // listAttacks prints the corpus: one row per attack.
 func listAttacks(opts *selftestOptions, attacks []selftest.Attack) error {
-	if opts.output == formatJSON {
+	if opts.output == cmdutil.FormatJSON {
 		type item struct {
 			ID       string `json:"id"`
 			Class    string `json:"class"`
@@ -267,7 +268,7 @@ func listAttacks(opts *selftestOptions, attacks []selftest.Attack) error {
 		for _, a := range attacks {
 			items = append(items, item{a.ID, a.Class, a.Expect, a.Control, strings.TrimSpace(a.Observe + " " + a.Arg), a.Reason})
 		}
-		return writeJSON(opts.f.IO.Out, items)
+		return cmdutil.WriteJSON(opts.f.IO.Out, items)
 	}
 	tw := tabwriter.NewWriter(opts.f.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ATTACK\tCLASS\tEXPECTED\tCONTROL\tOBSERVED BY\tREASON")

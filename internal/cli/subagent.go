@@ -9,9 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agora-dev/agora/internal/capped"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/words"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/runtime/runtimes"
@@ -21,7 +22,7 @@ import (
 // maxSpecFileSize caps subagent YAML files and prompt files read from disk.
 const maxSpecFileSize = 2 << 20
 
-func newSubagentCmd(f *Factory) *cobra.Command {
+func newSubagentCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "subagent",
 		Short: "Register and inspect subagents (agent roles)",
@@ -34,9 +35,9 @@ model, and the capabilities it holds, pinned by digest when it is registered.`,
 		newSubagentImportCmd(f, nil),
 		newListCmd(f, nil, catalog.KindSubagent, listColumns{
 			headers: []string{"NAME", "DIGEST", "RUNTIME", "CAPABILITIES", "REGISTERED", "DESCRIPTION"},
-			row: func(f *Factory, v catalog.Version) []string {
-				return []string{v.Name, fmtDigest(f.IO, v.Digest), v.Meta.Runtime, orDash(strings.Join(pinNames(v.Meta.Capabilities), ",")),
-					fmtTime(f.IO, f.Now(), v.RegisteredAt), truncate(v.Meta.Description, 50)}
+			row: func(f *cmdutil.Factory, v catalog.Version) []string {
+				return []string{v.Name, cmdutil.FmtDigest(f.IO, v.Digest), v.Meta.Runtime, cmdutil.OrDash(strings.Join(pinNames(v.Meta.Capabilities), ",")),
+					cmdutil.FmtTime(f.IO, f.Now(), v.RegisteredAt), cmdutil.Truncate(v.Meta.Description, 50)}
 			},
 		}),
 		newShowCmd(f, nil, catalog.KindSubagent, "Show a subagent's runtime, prompt and pinned capabilities", subagentShowRun),
@@ -54,7 +55,7 @@ func pinNames(pins []catalog.Pin) []string {
 }
 
 type subagentRegisterOptions struct {
-	f    *Factory
+	f    *cmdutil.Factory
 	name string
 	spec provision.SubagentSpec
 
@@ -70,7 +71,7 @@ type subagentRegisterOptions struct {
 	output       string
 }
 
-func newSubagentRegisterCmd(f *Factory, runF func(*subagentRegisterOptions) error) *cobra.Command {
+func newSubagentRegisterCmd(f *cmdutil.Factory, runF func(*subagentRegisterOptions) error) *cobra.Command {
 	opts := &subagentRegisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "register NAME (--from FILE.yaml | [flags])",
@@ -91,9 +92,9 @@ The exec runtime's command must match a 'commands' pattern granted by one of the
 capabilities, or dispatches are denied.`,
 		Example: `  agora subagent register fixer --from fixer.yaml
   agora subagent register lint --runtime exec --command 'make lint' --capability repo-tools`,
-		Args: exactArgs(1, "NAME"),
+		Args: cmdutil.ExactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
 			opts.name = args[0]
@@ -101,7 +102,7 @@ capabilities, or dispatches are denied.`,
 			if opts.spec, err = opts.readSpec(cmd); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, subagentRegisterRun)
+			return cmdutil.RunCmd(cmd, opts, runF, subagentRegisterRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -114,7 +115,7 @@ capabilities, or dispatches are denied.`,
 	fl.StringVar(&opts.description, "description", "", "one line saying what the subagent is for")
 	fl.StringSliceVar(&opts.capabilities, "capability", nil, "capabilities to hold, comma-separated or repeated: NAME or NAME@sha256:HEX")
 	fl.StringSliceVar(&opts.allow, "allow-credential-pattern", nil, "credential scanner pattern to ignore (recorded on the version)")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -130,29 +131,29 @@ func (o *subagentRegisterOptions) readSpec(cmd *cobra.Command) (provision.Subage
 	if o.from != "" {
 		for _, name := range inline {
 			if cmd.Flags().Changed(name) {
-				return provision.SubagentSpec{}, usageErrorf(cmd, "--from and --%s cannot be used together: put %s in the YAML file", name, name)
+				return provision.SubagentSpec{}, cmdutil.UsageErrorf(cmd, "--from and --%s cannot be used together: put %s in the YAML file", name, name)
 			}
 		}
 		return readSubagentFile(o.from)
 	}
 	if o.systemPrompt != "" && o.promptFile != "" {
-		return provision.SubagentSpec{}, usageErrorf(cmd, "--system-prompt and --prompt-file cannot be used together")
+		return provision.SubagentSpec{}, cmdutil.UsageErrorf(cmd, "--system-prompt and --prompt-file cannot be used together")
 	}
 	spec := provision.SubagentSpec{
 		Description: o.description, SystemPrompt: o.systemPrompt, Runtime: o.runtime, Model: o.model,
 		Capabilities: splitList(o.capabilities),
 	}
 	if o.promptFile != "" {
-		b, err := readLimited(o.promptFile, maxSpecFileSize)
+		b, err := cmdutil.ReadLimited(o.promptFile, maxSpecFileSize)
 		if err != nil {
 			return spec, err
 		}
 		spec.SystemPrompt = string(b)
 	}
 	if o.command != "" {
-		argv, err := splitWords(o.command)
+		argv, err := words.Split(o.command)
 		if err != nil {
-			return spec, usageErrorf(cmd, "--command: %v", err)
+			return spec, cmdutil.UsageErrorf(cmd, "--command: %v", err)
 		}
 		spec.Command = argv
 	}
@@ -161,7 +162,7 @@ func (o *subagentRegisterOptions) readSpec(cmd *cobra.Command) (provision.Subage
 
 func readSubagentFile(path string) (provision.SubagentSpec, error) {
 	var spec provision.SubagentSpec
-	src, err := readLimited(path, maxSpecFileSize)
+	src, err := cmdutil.ReadLimited(path, maxSpecFileSize)
 	if err != nil {
 		return spec, err
 	}
@@ -183,7 +184,7 @@ func resolvePromptFile(spec *provision.SubagentSpec, dir string) error {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(dir, p)
 	}
-	b, err := readLimited(p, maxSpecFileSize)
+	b, err := cmdutil.ReadLimited(p, maxSpecFileSize)
 	if err != nil {
 		return err
 	}
@@ -191,18 +192,14 @@ func resolvePromptFile(spec *provision.SubagentSpec, dir string) error {
 	return nil
 }
 
-func readLimited(path string, limit int64) ([]byte, error) {
-	return capped.ReadFile(path, limit)
-}
-
 type subagentAssignOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	name   string
 	caps   []string
 	output string
 }
 
-func newSubagentAssignCmd(f *Factory, runF func(*subagentAssignOptions) error) *cobra.Command {
+func newSubagentAssignCmd(f *cmdutil.Factory, runF func(*subagentAssignOptions) error) *cobra.Command {
 	opts := &subagentAssignOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "assign NAME --capability a,b",
@@ -210,20 +207,20 @@ func newSubagentAssignCmd(f *Factory, runF func(*subagentAssignOptions) error) *
 		Long: `Make a new version of subagent NAME whose capabilities are exactly the ones given (pinned
 to their latest digest now, or as NAME@sha256:HEX). Everything else stays as it was. Pass
 --capability '' to remove all capabilities.`,
-		Args: exactArgs(1, "NAME"),
+		Args: cmdutil.ExactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.name = args[0]
 			if !cmd.Flags().Changed("capability") {
-				return usageErrorf(cmd, "--capability is required (use --capability '' for none)")
+				return cmdutil.UsageErrorf(cmd, "--capability is required (use --capability '' for none)")
 			}
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, subagentAssignRun)
+			return cmdutil.RunCmd(cmd, opts, runF, subagentAssignRun)
 		},
 	}
 	cmd.Flags().StringSliceVar(&opts.caps, "capability", nil, "the new capability set, comma-separated or repeated")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -268,8 +265,8 @@ func subagentShowRun(ctx context.Context, opts *refOptions) error {
 	if out.Command == nil {
 		out.Command = []string{}
 	}
-	return emit(opts.f.IO, opts.output, out, func(out subagentShow) error {
-		printSubagent(opts.f.IO.Out, v, doc, grants)
+	return cmdutil.Emit(opts.F.IO, opts.Output, out, func(out subagentShow) error {
+		printSubagent(opts.F.IO.Out, v, doc, grants)
 		return nil
 	})
 }
@@ -279,9 +276,9 @@ func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, gran
 	fmt.Fprintf(w, "name:         %s\n", v.Name)
 	fmt.Fprintf(w, "digest:       %s\n", v.Digest)
 	fmt.Fprintf(w, "registered:   %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
-	fmt.Fprintf(w, "description:  %s\n", orDash(doc.Description))
+	fmt.Fprintf(w, "description:  %s\n", cmdutil.OrDash(doc.Description))
 	fmt.Fprintf(w, "runtime:      %s\n", doc.Runtime)
-	fmt.Fprintf(w, "model:        %s\n", orDash(doc.Model))
+	fmt.Fprintf(w, "model:        %s\n", cmdutil.OrDash(doc.Model))
 	if !doc.Budget.IsZero() {
 		fmt.Fprintf(w, "budget:       %s (a dispatch may narrow it)\n", doc.Budget)
 	}

@@ -11,11 +11,12 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/grant"
 )
 
 type subagentImportOptions struct {
-	f            *Factory
+	f            *cmdutil.Factory
 	root         string
 	dryRun       bool
 	defaultTools string
@@ -40,7 +41,7 @@ type importedSubagent struct {
 	*ccimport.Imported
 }
 
-func newSubagentImportCmd(f *Factory, runF func(*subagentImportOptions) error) *cobra.Command {
+func newSubagentImportCmd(f *cmdutil.Factory, runF func(*subagentImportOptions) error) *cobra.Command {
 	opts := &subagentImportOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "import DIR|FILE.md [--dry-run] [--default-tools TOOLS]",
@@ -87,27 +88,27 @@ Imports are deploy time: they are never offered over MCP. A manifest can import 
 		Example: `  agora subagent import .claude/agents --dry-run
   agora subagent import .claude/agents
   agora subagent import ~/.claude/agents/reviewer.md --default-tools 'Read, Grep, Glob'`,
-		Args: exactArgs(1, "DIR or FILE.md"),
+		Args: cmdutil.ExactArgs(1, "DIR or FILE.md"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
 			opts.root = args[0]
 			if cmd.Flags().Changed("default-tools") {
 				d, err := ccimport.ParseDefaultTools(opts.defaultTools)
 				if err != nil {
-					return usageErrorf(cmd, "--default-tools: %v", err)
+					return cmdutil.UsageErrorf(cmd, "--default-tools: %v", err)
 				}
 				opts.defaults = d
 			}
-			return runCmd(cmd, opts, runF, subagentImportRun)
+			return cmdutil.RunCmd(cmd, opts, runF, subagentImportRun)
 		},
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.dryRun, "dry-run", false, "print the mapping and the plan; change nothing")
 	fl.StringVar(&opts.defaultTools, "default-tools", "", "tools, as a subagent file writes them, for files that list none (default: refuse them)")
 	fl.StringSliceVar(&opts.allow, "allow-credential-pattern", nil, "credential scanner pattern to ignore (recorded on the versions)")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -131,7 +132,7 @@ func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
 	}
 	res := importResult{DryRun: opts.dryRun, Changes: changes}
 	res.Subagents, res.Skipped = importedOf(set)
-	if opts.output != formatJSON {
+	if opts.output != cmdutil.FormatJSON {
 		printImport(f.IO.Out, res)
 		printPlan(f, changes)
 	}
@@ -142,8 +143,8 @@ func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
 		}
 		res.Applied, res.Changes = true, done
 	}
-	if opts.output == formatJSON {
-		return writeJSON(f.IO.Out, res)
+	if opts.output == cmdutil.FormatJSON {
+		return cmdutil.WriteJSON(f.IO.Out, res)
 	}
 	switch {
 	case !hasWork(changes):
@@ -189,7 +190,7 @@ func printImport(w io.Writer, res importResult) {
 			}
 			fmt.Fprintln(w)
 		}
-		model := orDash(s.Model)
+		model := cmdutil.OrDash(s.Model)
 		if s.ModelNote != "" {
 			model += " (" + s.ModelNote + ")"
 		}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // largeBundle is the size from which verifyFile bounds the heap by the bundle's size.
@@ -30,7 +31,7 @@ const largeBundle = 32 << 20
 const maxKeyFileSize = 4 << 10
 
 type verifyOptions struct {
-	f        *Factory
+	f        *cmdutil.Factory
 	bundle   string
 	key      string
 	tsaCA    string
@@ -52,7 +53,7 @@ type verifyResult struct {
 	*verify.Report
 }
 
-func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cobra.Command {
+func newVerifyCmd(f *cmdutil.Factory, runF func(*verifyOptions) error) *cobra.Command {
 	opts := &verifyOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE [--key audit.pub] [--tsa-ca FILE] [--anchored-checkpoint FILE]...",
@@ -99,13 +100,13 @@ fails the checkpoint row; a missing one fails the witness row.`,
   agora verify audit.json --key audit.pub --anchor-bucket s3://team-audit/agora --anchor-endpoint https://s3.eu-west-1.amazonaws.com
   agora verify audit.json --key audit.pub --witness witness1.pub --witness witness2.pub --witness-quorum 1
   agora verify audit.json --output json`,
-		Args: exactArgs(1, "BUNDLE"),
+		Args: cmdutil.ExactArgs(1, "BUNDLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.bundle = args[0]
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, verifyRun)
+			return cmdutil.RunCmd(cmd, opts, runF, verifyRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.key, "key", "", "the log's public verifier key file (keys/audit.pub)")
@@ -117,7 +118,7 @@ fails the checkpoint row; a missing one fails the witness row.`,
 	cmd.Flags().StringVar(&opts.anchorCreds, "anchor-credentials-file", "", "a mode-0600 file of AWS_ACCESS_KEY_ID=/AWS_SECRET_ACCESS_KEY= lines (default: those variables)")
 	cmd.Flags().StringArrayVar(&opts.witnesses, "witness", nil, "a witness's verifier key (name+hash+base64) or a file holding one, whose cosignature the checkpoint must carry (repeatable)")
 	cmd.Flags().IntVar(&opts.witnessQuorum, "witness-quorum", 0, "how many of the --witness keys must have cosigned (default: all)")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -130,7 +131,7 @@ func (opts *verifyOptions) witnessKeys() (verify.Witnesses, error) {
 	for _, value := range opts.witnesses {
 		k, err := verify.ParseWitnessKey(value)
 		if err != nil && !strings.HasPrefix(value, "PRIVATE+KEY+") { // not a key: a file holding one
-			b, rerr := readLimited(value, maxKeyFileSize)
+			b, rerr := cmdutil.ReadLimited(value, maxKeyFileSize)
 			if rerr != nil {
 				return w, fmt.Errorf("--witness: neither a verifier key (name+hash+base64) nor a file that reads: %w", rerr)
 			}
@@ -150,14 +151,14 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 	f := opts.f
 	var vo verify.Options
 	if opts.key != "" {
-		b, err := readLimited(opts.key, maxKeyFileSize)
+		b, err := cmdutil.ReadLimited(opts.key, maxKeyFileSize)
 		if err != nil {
 			return fmt.Errorf("read --key: %w", err)
 		}
 		vo.Key = strings.TrimSpace(string(b))
 	}
 	if opts.tsaCA != "" {
-		b, err := readLimited(opts.tsaCA, maxCAFileSize)
+		b, err := cmdutil.ReadLimited(opts.tsaCA, maxCAFileSize)
 		if err != nil {
 			return fmt.Errorf("read --tsa-ca: %w", err)
 		}
@@ -172,7 +173,7 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 	}
 	vo.Witnesses = w
 	for _, path := range opts.anchored {
-		b, err := readLimited(path, verify.MaxCheckpointSize)
+		b, err := cmdutil.ReadLimited(path, verify.MaxCheckpointSize)
 		if err != nil {
 			return fmt.Errorf("read --anchored-checkpoint: %w", err)
 		}
@@ -207,8 +208,8 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 			rep.OK, rep.Tier = false, verify.TierNone
 		}
 	}
-	if opts.output == formatJSON {
-		if err := writeJSON(f.IO.Out, verifyResult{Bundle: opts.bundle, Report: rep}); err != nil {
+	if opts.output == cmdutil.FormatJSON {
+		if err := cmdutil.WriteJSON(f.IO.Out, verifyResult{Bundle: opts.bundle, Report: rep}); err != nil {
 			return err
 		}
 	} else if err := printReport(f, rep); err != nil {
@@ -216,7 +217,7 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 	}
 	if failed := rep.Failed(); len(failed) > 0 {
 		first := failed[0]
-		return &exitError{code: ExitCheckFailed, err: fmt.Errorf("%d of %d checks failed; first: %s: %s",
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitCheckFailed, Err: fmt.Errorf("%d of %d checks failed; first: %s: %s",
 			len(failed), len(rep.Checks), strings.TrimSpace(first.Check+" "+first.Item), first.Detail)}
 	}
 	return nil
@@ -465,7 +466,7 @@ var tsaRootText = map[string]string{
 	verify.TSARootSystem: " (TSA root from the system trust store: pass --tsa-ca to trust only your TSA's CA)",
 }
 
-func printReport(f *Factory, rep *verify.Report) error {
+func printReport(f *cmdutil.Factory, rep *verify.Report) error {
 	tier := tierText[rep.Tier]
 	if rep.Tier == verify.TierTrustedTime {
 		tier += tsaRootText[rep.TSARoot]
@@ -492,7 +493,7 @@ func printReport(f *Factory, rep *verify.Report) error {
 		rows = append(rows, []string{checkName(c), passOrFail(c.OK), c.Detail})
 	}
 	rows = append(rows, []string{"tier", rep.Tier, tier})
-	return printTable(f.IO, []string{"CHECK", "RESULT", "DETAIL"}, rows)
+	return cmdutil.PrintTable(f.IO, []string{"CHECK", "RESULT", "DETAIL"}, rows)
 }
 
 // writeCheckName writes checkName(c) without building it when no space is to be trimmed

@@ -7,17 +7,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/version"
 )
 
 type versionOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	read func() (*debug.BuildInfo, bool)
 }
 
-func newVersionCmd(f *Factory, runF func(*versionOptions) error) *cobra.Command {
-	opts := &versionOptions{printOptions: printOptions{f: f}, read: debug.ReadBuildInfo}
-	return newPrintCmd(&cobra.Command{
+func newVersionCmd(f *cmdutil.Factory, runF func(*versionOptions) error) *cobra.Command {
+	opts := &versionOptions{PrintOptions: cmdutil.PrintOptions{F: f}, read: debug.ReadBuildInfo}
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "version",
 		Short: "Print agora's version, commit and Go version",
 		Long: `Print the module version, the VCS commit and its time, and the Go version the binary was
@@ -26,16 +27,16 @@ says "(devel)" with the commit; "+modified" marks a tree that had uncommitted ch
 binary built without VCS information (go run, go build -buildvcs=false, outside a git
 checkout) says so instead of a commit.`,
 		Example: `  agora version --output json`,
-		Args:    noArgs,
+		Args:    cmdutil.NoArgs,
 	}, opts, runF, versionRun)
 }
 
 func versionRun(_ context.Context, opts *versionOptions) error {
 	bi, _ := opts.read()
 	v := version.From(bi)
-	if opts.output == formatJSON {
-		return v.WriteJSON(opts.f.IO.Out)
+	if opts.Output == cmdutil.FormatJSON {
+		return v.WriteJSON(opts.F.IO.Out)
 	}
-	_, err := io.WriteString(opts.f.IO.Out, v.Text())
+	_, err := io.WriteString(opts.F.IO.Out, v.Text())
 	return err
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -11,14 +12,14 @@ import (
 func TestVersionRun(t *testing.T) {
 	bi := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.3"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}}}
-	for _, output := range []string{formatTable, formatJSON} {
+	for _, output := range []string{cmdutil.FormatTable, cmdutil.FormatJSON} {
 		var out bytes.Buffer
-		f := NewFactory(&IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
-		opts := &versionOptions{printOptions: printOptions{f: f, output: output}, read: func() (*debug.BuildInfo, bool) { return bi, true }}
+		f := NewFactory(&cmdutil.IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		opts := &versionOptions{PrintOptions: cmdutil.PrintOptions{F: f, Output: output}, read: func() (*debug.BuildInfo, bool) { return bi, true }}
 		if err := versionRun(t.Context(), opts); err != nil {
 			t.Fatal(err)
 		}
-		if output == formatJSON {
+		if output == cmdutil.FormatJSON {
 			var got map[string]any
 			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 				t.Fatalf("-o json: %v\n%s", err, out.String())

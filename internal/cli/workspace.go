@@ -9,9 +9,10 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
-func newWorkspaceCmd(f *Factory) *cobra.Command {
+func newWorkspaceCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workspace",
 		Short: "Register and inspect workspaces (repositories dispatches and plans may name)",
@@ -24,9 +25,9 @@ People register workspaces; every change is on the audit log with its history.`,
 		newWorkspaceRegisterCmd(f, nil),
 		newListCmd(f, nil, catalog.KindWorkspace, listColumns{
 			headers: []string{"NAME", "DIGEST", "REVISIONS", "DEFAULT", "REGISTERED", "DESCRIPTION"},
-			row: func(f *Factory, v catalog.Version) []string {
-				return []string{v.Name, fmtDigest(f.IO, v.Digest), strings.Join(v.Meta.Revisions, ","), orDash(v.Meta.DefaultRevision),
-					fmtTime(f.IO, f.Now(), v.RegisteredAt), truncate(v.Meta.Description, 60)}
+			row: func(f *cmdutil.Factory, v catalog.Version) []string {
+				return []string{v.Name, cmdutil.FmtDigest(f.IO, v.Digest), strings.Join(v.Meta.Revisions, ","), cmdutil.OrDash(v.Meta.DefaultRevision),
+					cmdutil.FmtTime(f.IO, f.Now(), v.RegisteredAt), cmdutil.Truncate(v.Meta.Description, 60)}
 			},
 		}),
 		newShowCmd(f, nil, catalog.KindWorkspace, "Show a workspace's repository and allowed revisions", workspaceShowRun),
@@ -36,13 +37,13 @@ People register workspaces; every change is on the audit log with its history.`,
 }
 
 type workspaceRegisterOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	name   string
 	spec   provision.WorkspaceSpec
 	output string
 }
 
-func newWorkspaceRegisterCmd(f *Factory, runF func(*workspaceRegisterOptions) error) *cobra.Command {
+func newWorkspaceRegisterCmd(f *cmdutil.Factory, runF func(*workspaceRegisterOptions) error) *cobra.Command {
 	opts := &workspaceRegisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "register NAME --repo PATH --revision PATTERN... [--default-revision REV]",
@@ -60,19 +61,19 @@ The path is kept in the catalog content only: lists and MCP show the name, the p
 the description, never the path.`,
 		Example: `  agora workspace register app --repo /srv/src/app --revision main --revision 'release/*'
   agora workspace register docs --repo ~/src/docs --revision 'v*' --default-revision v2.0 --description "the user docs"`,
-		Args: exactArgs(1, "NAME"),
+		Args: cmdutil.ExactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.name = args[0]
 			if opts.spec.Repo == "" {
-				return usageErrorf(cmd, "--repo PATH is required")
+				return cmdutil.UsageErrorf(cmd, "--repo PATH is required")
 			}
 			if len(opts.spec.Revisions) == 0 {
-				return usageErrorf(cmd, "--revision PATTERN is required (at least one, such as main)")
+				return cmdutil.UsageErrorf(cmd, "--revision PATTERN is required (at least one, such as main)")
 			}
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, workspaceRegisterRun)
+			return cmdutil.RunCmd(cmd, opts, runF, workspaceRegisterRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -80,7 +81,7 @@ the description, never the path.`,
 	fl.StringArrayVar(&opts.spec.Revisions, "revision", nil, "a branch or tag name pattern dispatches may ask for; repeatable (required)")
 	fl.StringVar(&opts.spec.DefaultRevision, "default-revision", "", "the revision a dispatch gets when it names none (default: the first pattern without a wildcard)")
 	fl.StringVar(&opts.spec.Description, "description", "", "what this workspace is, for the people and models that choose it")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -108,15 +109,15 @@ func workspaceShowRun(ctx context.Context, opts *refOptions) error {
 		return err
 	}
 	out := workspaceShow{workspaceListItem: newWorkspaceListItem(v), Repo: doc.Repo}
-	return emit(opts.f.IO, opts.output, out, func(out workspaceShow) error {
-		w := opts.f.IO.Out
+	return cmdutil.Emit(opts.F.IO, opts.Output, out, func(out workspaceShow) error {
+		w := opts.F.IO.Out
 		fmt.Fprintf(w, "name:        %s\n", v.Name)
 		fmt.Fprintf(w, "digest:      %s\n", v.Digest)
 		fmt.Fprintf(w, "registered:  %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
-		fmt.Fprintf(w, "description: %s\n", orDash(doc.Description))
+		fmt.Fprintf(w, "description: %s\n", cmdutil.OrDash(doc.Description))
 		fmt.Fprintf(w, "repository:  %s\n", doc.Repo)
 		fmt.Fprintf(w, "revisions:   %s\n", strings.Join(doc.Revisions, ", "))
-		fmt.Fprintf(w, "default:     %s\n", orDash(doc.DefaultRevision))
+		fmt.Fprintf(w, "default:     %s\n", cmdutil.OrDash(doc.DefaultRevision))
 		return nil
 	})
 }

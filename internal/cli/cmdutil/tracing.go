@@ -1,12 +1,10 @@
-package cli
+package cmdutil
 
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"time"
 
-	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/tracing"
 )
 
@@ -29,9 +27,9 @@ func (f *Factory) Tracer(ctx context.Context) (*tracing.Tracer, error) {
 	return t, nil
 }
 
-// flushTraces exports what the command's spans left buffered: serve's stop, a dispatch
+// FlushTraces exports what the command's spans left buffered: serve's stop, a dispatch
 // run's end and a supervisor's end all pass here.
-func (f *Factory) flushTraces(ctx context.Context) {
+func (f *Factory) FlushTraces(ctx context.Context) {
 	if f.tracer == nil {
 		return
 	}
@@ -39,20 +37,4 @@ func (f *Factory) flushTraces(ctx context.Context) {
 	defer cancel()
 	_ = f.tracer.Shutdown(ctx) // an export failure was logged by the tracer's error handler
 	f.tracer = nil
-}
-
-// runTrace places a run submitted to serve in a trace: under the request's traceparent (a
-// malformed one is ignored), else in a new trace when tracing is on, else none.
-func runTrace(t *tracing.Tracer) func(*http.Request) orch.Trace {
-	return func(r *http.Request) orch.Trace {
-		_, span := tracing.NewIDs()
-		if parent := tracing.Traceparent(tracing.Join(r.Context(), r.Header.Get("traceparent"))); parent != "" {
-			return orch.Trace{ID: parent[3:35], Span: span, Parent: parent}
-		}
-		if !t.Enabled() {
-			return orch.Trace{}
-		}
-		id, span := tracing.NewIDs()
-		return orch.Trace{ID: id, Span: span}
-	}
 }

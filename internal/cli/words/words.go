@@ -1,14 +1,19 @@
-package cli
+// Package words splits a command line a person typed (agora subagent register --command) into
+// words the way a POSIX shell does, without any expansion, and accepts any such line: an
+// operator is a word like another. internal/shellwords is the strict reader, for a grant that
+// judges the argv a shell will run. It is a leaf (the standard library only) so its fuzz target
+// links little.
+package words
 
 import (
 	"errors"
 	"strings"
 )
 
-// splitWords splits a command line the way a POSIX shell splits words, without any expansion:
+// Split splits a command line the way a POSIX shell splits words, without any expansion:
 // whitespace separates words, 'single quotes' keep everything literal, "double quotes" keep
 // everything but \" and \\, and a backslash outside quotes escapes the next character.
-func splitWords(s string) ([]string, error) {
+func Split(s string) ([]string, error) {
 	var words []string
 	var cur strings.Builder
 	inWord := false

@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 
 // Exit codes: the one table (README.md "Exit codes" prints it; TestExitCodes_Table keeps the
 // two the same). They are a closed set: scripts and orchestrators branch on them. A command
-// never picks a code by matching an error's text: [exitCode] derives it from the error's type
+// never picks a code by matching an error's text: [ExitCode] derives it from the error's type
 // (errclass carries the classes domain packages raise).
 const (
 	ExitOK          = 0 // the command did what was asked
@@ -30,17 +30,17 @@ const (
 	ExitInterrupted = 130
 )
 
-// exitRow is one row of the exit-code table: a code, its class's name and what it means.
-type exitRow struct {
+// ExitRow is one row of the exit-code table: a code, its class's name and what it means.
+type ExitRow struct {
 	Code    int
 	Class   string
 	Meaning string
 }
 
-// exitTable is the exit-code table, in one place: 'agora --help' prints it and README.md's
+// ExitTable is the exit-code table, in one place: 'agora --help' prints it and README.md's
 // "Exit codes" table is tested to be the same (TestExitCodes_Table).
-func exitTable() []exitRow {
-	return []exitRow{
+func ExitTable() []ExitRow {
+	return []ExitRow{
 		{ExitOK, "ok", "the command did what was asked"},
 		{ExitError, "error", "agora or its infrastructure failed (database, sandbox, provider, the orchestrator not running)"},
 		{ExitUsage, "usage", "the command line, or its AGORA_HOME, was wrong (a missing home, a request refused before anything was recorded); nothing was done"},
@@ -53,30 +53,30 @@ func exitTable() []exitRow {
 	}
 }
 
-// exitCodesHelp is the table as 'agora --help' ends it.
-func exitCodesHelp() string {
+// ExitCodesHelp is the table as 'agora --help' ends it.
+func ExitCodesHelp() string {
 	var b strings.Builder
 	b.WriteString("Exit codes:\n")
-	for _, r := range exitTable() {
+	for _, r := range ExitTable() {
 		fmt.Fprintf(&b, "  %3d  %s: %s\n", r.Code, r.Class, r.Meaning)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// exitCode is the code err ends the process with, from its type alone: a class carried by the
+// ExitCode is the code err ends the process with, from its type alone: a class carried by the
 // error (a name that names nothing, input that failed validation) wins over the usage error a
 // command wraps a refused request in, so an unknown subagent is "not found" wherever the
 // lookup happened.
-func exitCode(err error) int {
+func ExitCode(err error) int {
 	var (
-		ee *exitError
-		ue *usageError
+		ee *ExitCodeError
+		ue *UsageError
 		me *home.MissingError
 		ye strictyaml.Errors
 	)
 	switch {
 	case errors.As(err, &ee):
-		return ee.code
+		return ee.Code
 	case errclass.Of(err) == errclass.Invalid, errors.As(err, &ye):
 		// Before not found: a plan naming an unknown subagent is an invalid plan.
 		return ExitInvalid
@@ -88,48 +88,52 @@ func exitCode(err error) int {
 	return ExitError
 }
 
-// interruptedError is a command stopped by Ctrl-C (or SIGTERM), saying what happened to the
+// InterruptedError is a command stopped by Ctrl-C (or SIGTERM), saying what happened to the
 // work it had started.
-type interruptedError struct{ what string }
+type InterruptedError struct{ What string }
 
-func (e *interruptedError) Error() string { return e.what }
+func (e *InterruptedError) Error() string { return e.What }
 
-func interrupted(format string, args ...any) error {
-	return &interruptedError{what: fmt.Sprintf(format, args...)}
+// Interrupted is an [InterruptedError] saying, as format and args put it, what became of the
+// work.
+func Interrupted(format string, args ...any) error {
+	return &InterruptedError{What: fmt.Sprintf(format, args...)}
 }
 
-// exitError carries a specific exit code up to [Main] with the error to print (nil prints
+// ExitCodeError carries a specific exit code up to internal/cli's Run with the error to print (nil prints
 // nothing more: the command already said what happened).
-type exitError struct {
-	code int
-	err  error
+type ExitCodeError struct {
+	Code int
+	Err  error
 }
 
-func (e *exitError) Error() string {
-	if e.err == nil {
+func (e *ExitCodeError) Error() string {
+	if e.Err == nil {
 		return ""
 	}
-	return e.err.Error()
+	return e.Err.Error()
 }
 
-func (e *exitError) Unwrap() error { return e.err }
+func (e *ExitCodeError) Unwrap() error { return e.Err }
 
-// usageError marks a wrong command line.
-type usageError struct {
-	err error
-	cmd *cobra.Command
+// UsageError marks a wrong command line.
+type UsageError struct {
+	Err error
+	Cmd *cobra.Command
 }
 
-func (e *usageError) cmdPath() string {
-	if e.cmd == nil {
+// CmdPath is the path of the command the usage error is about, without "agora".
+func (e *UsageError) CmdPath() string {
+	if e.Cmd == nil {
 		return ""
 	}
-	return strings.TrimSpace(strings.TrimPrefix(e.cmd.CommandPath(), "agora"))
+	return strings.TrimSpace(strings.TrimPrefix(e.Cmd.CommandPath(), "agora"))
 }
 
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
 
-func usageErrorf(cmd *cobra.Command, format string, args ...any) error {
-	return &usageError{err: errorf(format, args...), cmd: cmd}
+// UsageErrorf is a [UsageError] about cmd with the message format and args make.
+func UsageErrorf(cmd *cobra.Command, format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...), Cmd: cmd}
 }

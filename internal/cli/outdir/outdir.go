@@ -1,4 +1,7 @@
-package cli
+// Package outdir writes files where the user asked (--to DIR, --out FILE) without following
+// a link or overwriting a file planted there. It is a leaf (the standard library and
+// x/sys/unix) so its fuzz target links little.
+package outdir
 
 import (
 	"bytes"
@@ -34,28 +37,28 @@ const (
 	outDirMode  = 0o700
 )
 
-// outputError is a file agora refused to write in a user-named place.
-type outputError struct {
+// Error is a file agora refused to write in a user-named place.
+type Error struct {
 	path   string
 	reason string
 }
 
-func (e *outputError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("refusing to write %s: %s", e.path, e.reason)
 }
 
-func (e *outputError) Hint() string {
+func (e *Error) Hint() string {
 	return fmt.Sprintf("remove %s, or write into a new directory", e.path)
 }
 
-// outDir is a user-named directory agora creates files beneath. Close it when done.
-type outDir struct {
-	path string
+// Dir is a user-named directory agora creates files beneath. Close it when done.
+type Dir struct {
+	Path string
 	f    *os.File
 }
 
-// openOutDir opens dir, creating it (and missing parents) 0700 if it does not exist.
-func openOutDir(dir string) (*outDir, error) {
+// Open opens dir, creating it (and missing parents) 0700 if it does not exist.
+func Open(dir string) (*Dir, error) {
 	if err := os.MkdirAll(dir, outDirMode); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
@@ -63,15 +66,15 @@ func openOutDir(dir string) (*outDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open output directory: %w", err)
 	}
-	return &outDir{path: dir, f: f}, nil
+	return &Dir{Path: dir, f: f}, nil
 }
 
-func (d *outDir) Close() error { return d.f.Close() }
+func (d *Dir) Close() error { return d.f.Close() }
 
-// writeFile creates rel (a relative, local path: no "..", not absolute) beneath d holding
+// WriteFile creates rel (a relative, local path: no "..", not absolute) beneath d holding
 // data, creating missing parent directories 0700, and returns the path written. It follows no
 // symbolic link and overwrites nothing (see the rules above).
-func (d *outDir) writeFile(rel string, data []byte) (string, error) {
+func (d *Dir) WriteFile(rel string, data []byte) (string, error) {
 	clean := filepath.Clean(rel)
 	if rel == "" || !filepath.IsLocal(clean) || strings.ContainsRune(clean, 0) {
 		return "", fmt.Errorf("refusing to write %q: the path leaves the directory", rel)
@@ -82,7 +85,7 @@ func (d *outDir) writeFile(rel string, data []byte) (string, error) {
 		return "", fmt.Errorf("open output directory: %w", err)
 	}
 	defer func() { unix.Close(dirfd) }()
-	shown := d.path
+	shown := d.Path
 	for _, name := range parts[:len(parts)-1] {
 		shown = filepath.Join(shown, name)
 		fd, err := openSubdir(dirfd, name, shown)
@@ -117,7 +120,7 @@ func openSubdir(dirfd int, name, shown string) (int, error) {
 }
 
 // createAt creates name in dirfd holding data, 0600. An existing file with the same bytes is
-// success; anything else there is an [outputError].
+// success; anything else there is an [Error].
 func createAt(dirfd int, name, shown string, data []byte) error {
 	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, outFileMode)
 	if err == unix.EEXIST {
@@ -169,28 +172,28 @@ func notWritable(dirfd int, name, shown string, err error) error {
 	if serr := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil {
 		switch {
 		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-			return &outputError{path: shown, reason: "it is a symbolic link, and agora never writes through one"}
+			return &Error{path: shown, reason: "it is a symbolic link, and agora never writes through one"}
 		case err == unix.EEXIST:
-			return &outputError{path: shown, reason: "it exists with other content"}
+			return &Error{path: shown, reason: "it exists with other content"}
 		case err == unix.ENOTDIR:
-			return &outputError{path: shown, reason: "it is not a directory"}
+			return &Error{path: shown, reason: "it is not a directory"}
 		}
 	}
 	return fmt.Errorf("write %s: %w", shown, err)
 }
 
-// writeOutFile writes the file the user named (--out FILE) through write. Without overwrite
+// WriteFile writes the file the user named (--out FILE) through write. Without overwrite
 // it is created (O_CREAT|O_EXCL|O_NOFOLLOW, 0600): any existing file, or link, is an
-// [outputError]. With overwrite the content goes to a new 0600 file beside it, renamed over
+// [Error]. With overwrite the content goes to a new 0600 file beside it, renamed over
 // path: a link at path is replaced, never written through.
-func writeOutFile(path string, overwrite bool, write func(io.Writer) error) error {
+func WriteFile(path string, overwrite bool, write func(io.Writer) error) error {
 	if !overwrite {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, outFileMode)
 		if errors.Is(err, os.ErrExist) {
 			if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
-				return &outputError{path: path, reason: "it is a symbolic link, and agora never writes through one"}
+				return &Error{path: path, reason: "it is a symbolic link, and agora never writes through one"}
 			}
-			return &outputError{path: path, reason: "it exists"}
+			return &Error{path: path, reason: "it exists"}
 		}
 		if err != nil {
 			return fmt.Errorf("create %s: %w", path, err)

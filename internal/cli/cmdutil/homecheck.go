@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 )
 
-// homeFree lists, in one place, the commands that run without an initialised AGORA_HOME, and
+// HomeFree lists, in one place, the commands that run without an initialised AGORA_HOME, and
 // why. Every other command refuses a missing or uninitialised home before it opens or creates
-// anything ([Factory.requireHome]): only 'agora init' makes a home, so a mistyped AGORA_HOME is
+// anything ([Factory.RequireHome]): only 'agora init' makes a home, so a mistyped AGORA_HOME is
 // an error naming the path, never a new, empty catalog that silently lists nothing.
-func homeFree() map[string]string {
+func HomeFree() map[string]string {
 	return map[string]string{
 		"agora init":          "it creates the home",
 		"agora version":       "it prints the build",
@@ -26,10 +26,10 @@ func homeFree() map[string]string {
 	}
 }
 
-// needsHome reports whether cmd refuses a missing home.
-func needsHome(cmd *cobra.Command) bool {
+// NeedsHome reports whether cmd refuses a missing home.
+func NeedsHome(cmd *cobra.Command) bool {
 	for c := cmd; c != nil; c = c.Parent() {
-		if _, ok := homeFree()[c.CommandPath()]; ok {
+		if _, ok := HomeFree()[c.CommandPath()]; ok {
 			return false
 		}
 	}
@@ -39,14 +39,14 @@ func needsHome(cmd *cobra.Command) bool {
 // homeGateKey holds, in a command's context, the factory whose home it must find initialised.
 type homeGateKey struct{}
 
-// gateHomes makes every runnable command below root that needs a home refuse a missing one:
-// [runCmd] checks it after the command line is parsed and validated (a wrong command line is
+// GateHomes makes every runnable command below root that needs a home refuse a missing one:
+// [RunCmd] checks it after the command line is parsed and validated (a wrong command line is
 // still a usage error) and before the command does anything.
-func gateHomes(f *Factory, root *cobra.Command) {
+func GateHomes(f *Factory, root *cobra.Command) {
 	for _, c := range root.Commands() {
-		gateHomes(f, c)
+		GateHomes(f, c)
 	}
-	if root.RunE == nil || !needsHome(root) {
+	if root.RunE == nil || !NeedsHome(root) {
 		return
 	}
 	run := root.RunE
@@ -56,18 +56,18 @@ func gateHomes(f *Factory, root *cobra.Command) {
 	}
 }
 
-// checkHomeGate is [runCmd]'s check: the home of a gated command must exist.
+// checkHomeGate is [RunCmd]'s check: the home of a gated command must exist.
 func checkHomeGate(cmd *cobra.Command) error {
 	f, ok := cmd.Context().Value(homeGateKey{}).(*Factory)
 	if !ok {
 		return nil
 	}
-	return f.requireHome()
+	return f.RequireHome()
 }
 
-// requireHome returns a [*home.MissingError] (naming the path and 'agora init') unless
+// RequireHome returns a [*home.MissingError] (naming the path and 'agora init') unless
 // AGORA_HOME is an initialised home.
-func (f *Factory) requireHome() error {
+func (f *Factory) RequireHome() error {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return err

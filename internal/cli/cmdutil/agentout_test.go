@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ func TestAgentOut(t *testing.T) {
 	want := `ok \x1b]52;c;ZXZpbA==\x07 \x1b[2J ünï\u202eevil ` + "\uFFFD end"
 	for _, size := range []int{1, 2, 3, 5, len(in)} {
 		var out bytes.Buffer
-		w := agentOut(&Factory{IO: &IOStreams{Out: &out, OutTTY: true}})
+		w := AgentOut(&Factory{IO: &IOStreams{Out: &out, OutTTY: true}})
 		for s := in; s != ""; {
 			n := min(size, len(s))
 			if _, err := w.Write([]byte(s[:n])); err != nil {
@@ -30,7 +30,7 @@ func TestAgentOut(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	w := agentOut(&Factory{IO: &IOStreams{Out: &out}})
+	w := AgentOut(&Factory{IO: &IOStreams{Out: &out}})
 	w.Write([]byte(in))
 	w.Close()
 	if out.String() != in {

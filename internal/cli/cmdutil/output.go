@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"bufio"
@@ -16,22 +16,25 @@ import (
 
 // Output formats.
 const (
-	formatTable = "table"
-	formatJSON  = "json"
+	FormatTable = "table"
+	FormatJSON  = "json"
 )
 
-func addOutputFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVarP(dst, "output", "o", formatTable, "output format: table or json (one JSON document on stdout)")
+// AddOutputFlag adds --output (-o), table or json, stored in dst.
+func AddOutputFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVarP(dst, "output", "o", FormatTable, "output format: table or json (one JSON document on stdout)")
 }
 
-func checkOutput(cmd *cobra.Command, format string) error {
-	if format != formatTable && format != formatJSON {
-		return usageErrorf(cmd, "--output must be table or json, got %q", format)
+// CheckOutput refuses an --output other than table or json as a usage error.
+func CheckOutput(cmd *cobra.Command, format string) error {
+	if format != FormatTable && format != FormatJSON {
+		return UsageErrorf(cmd, "--output must be table or json, got %q", format)
 	}
 	return nil
 }
 
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON writes v as one indented JSON document, HTML characters unescaped.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
@@ -42,7 +45,7 @@ func writeJSON(w io.Writer, v any) error {
 // otherwise (tab-separated, the header's names first when there is a row: a list piped to
 // less or shown by make demo said nothing of what its columns were; -o json is the form for
 // programs).
-func printTable(ios *IOStreams, headers []string, rows [][]string) error {
+func PrintTable(ios *IOStreams, headers []string, rows [][]string) error {
 	if !ios.OutTTY {
 		// Buffered: `agora verify` of a large bundle prints a row per entry and per proof,
 		// and a write per row made it spend more time in the kernel than checking them.
@@ -66,7 +69,7 @@ func printTable(ios *IOStreams, headers []string, rows [][]string) error {
 }
 
 // fmtTime is relative on a terminal and RFC 3339 UTC otherwise.
-func fmtTime(ios *IOStreams, now, t time.Time) string {
+func FmtTime(ios *IOStreams, now, t time.Time) string {
 	if !ios.OutTTY {
 		return t.UTC().Format(time.RFC3339)
 	}
@@ -75,14 +78,15 @@ func fmtTime(ios *IOStreams, now, t time.Time) string {
 	case d < time.Minute:
 		return "just now"
 	case d < time.Hour:
-		return plural(int(d/time.Minute), "minute") + " ago"
+		return Plural(int(d/time.Minute), "minute") + " ago"
 	case d < 48*time.Hour:
-		return plural(int(d/time.Hour), "hour") + " ago"
+		return Plural(int(d/time.Hour), "hour") + " ago"
 	}
-	return plural(int(d/(24*time.Hour)), "day") + " ago"
+	return Plural(int(d/(24*time.Hour)), "day") + " ago"
 }
 
-func plural(n int, unit string) string {
+// Plural is "1 unit" or "n units".
+func Plural(n int, unit string) string {
 	if n == 1 {
 		return "1 " + unit
 	}
@@ -90,7 +94,7 @@ func plural(n int, unit string) string {
 }
 
 // fmtDigest is short on a terminal and full otherwise.
-func fmtDigest(ios *IOStreams, d fmt.Stringer) string {
+func FmtDigest(ios *IOStreams, d fmt.Stringer) string {
 	s := d.String()
 	if ios.OutTTY && len(s) > len("sha256:")+12 {
 		return s[:len("sha256:")+12]
@@ -98,14 +102,17 @@ func fmtDigest(ios *IOStreams, d fmt.Stringer) string {
 	return s
 }
 
-func orDash(s string) string {
+// OrDash is s, or "-" when s is empty: a table cell is never blank.
+func OrDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
 }
 
-func truncate(s string, n int) string {
+// Truncate is s on one line (runs of white space made one space), cut to n bytes with "..."
+// when longer.
+func Truncate(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= n {
 		return s
@@ -115,4 +122,4 @@ func truncate(s string, n int) string {
 
 // agentText makes text an agent wrote (a question, its options) safe to print on a terminal:
 // see [agenttext.Escape], which the web run view shares.
-func agentText(s string) string { return agenttext.Escape(s) }
+func AgentText(s string) string { return agenttext.Escape(s) }

@@ -1,4 +1,4 @@
-package cli
+package words
 
 import (
 	"slices"
@@ -26,7 +26,7 @@ func TestSplitWords(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := splitWords(tt.in)
+			got, err := Split(tt.in)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("got %q, %v; want error %q", got, err, tt.err)
@@ -47,7 +47,7 @@ func FuzzSplitWords(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		words, err := splitWords(s)
+		words, err := Split(s)
 		if err != nil {
 			return
 		}
@@ -58,7 +58,7 @@ func FuzzSplitWords(f *testing.F) {
 			}
 			quoted = append(quoted, "'"+w+"'")
 		}
-		again, err := splitWords(strings.Join(quoted, " "))
+		again, err := Split(strings.Join(quoted, " "))
 		if err != nil || !slices.Equal(again, words) {
 			t.Fatalf("round trip of %q: got %q, %v; want %q", s, again, err, words)
 		}

@@ -1,4 +1,4 @@
-package cli
+package outdir
 
 import (
 	"bytes"
@@ -108,16 +108,16 @@ func TestOutDir_WriteFileRefusesWhatIsPlanted(t *testing.T) {
 			p := newPlanted(t)
 			tt.plant(t, p)
 			before := snapshot(t, p.dir)
-			d, err := openOutDir(p.dir)
+			d, err := Open(p.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			_, err = d.writeFile(tt.rel, []byte("patch body"))
+			_, err = d.WriteFile(tt.rel, []byte("patch body"))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("writeFile(%q) = %v, want an error saying %q", tt.rel, err, tt.want)
 			}
-			var oe *outputError
+			var oe *Error
 			if tt.want != "leaves the directory" && (!errors.As(err, &oe) || oe.Hint() == "") {
 				t.Errorf("error %v is not an outputError with a hint", err)
 			}
@@ -151,12 +151,12 @@ func TestOutDir_WriteFileModesAndRerun(t *testing.T) {
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
 	dir := filepath.Join(t.TempDir(), "new", "review")
-	d, err := openOutDir(dir)
+	d, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	path, err := d.writeFile("a/b/report.md", []byte("report"))
+	path, err := d.WriteFile("a/b/report.md", []byte("report"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,10 +177,10 @@ func TestOutDir_WriteFileModesAndRerun(t *testing.T) {
 		}
 	}
 	// A rerun writing the same bytes succeeds and changes nothing; other bytes are refused.
-	if _, err := d.writeFile("a/b/report.md", []byte("report")); err != nil {
+	if _, err := d.WriteFile("a/b/report.md", []byte("report")); err != nil {
 		t.Errorf("rerun with the same content: %v", err)
 	}
-	if _, err := d.writeFile("a/b/report.md", []byte("other")); err == nil || !strings.Contains(err.Error(), "exists with other content") {
+	if _, err := d.WriteFile("a/b/report.md", []byte("other")); err == nil || !strings.Contains(err.Error(), "exists with other content") {
 		t.Errorf("rerun with other content: %v, want refused", err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "report" {
@@ -195,7 +195,7 @@ func TestWriteOutFile(t *testing.T) {
 			p := newPlanted(t)
 			// A new file is 0600.
 			fresh := filepath.Join(p.dir, "fresh.json")
-			if err := writeOutFile(fresh, overwrite, write); err != nil {
+			if err := WriteFile(fresh, overwrite, write); err != nil {
 				t.Fatal(err)
 			}
 			if fi, _ := os.Lstat(fresh); fi.Mode() != 0o600 {
@@ -205,7 +205,7 @@ func TestWriteOutFile(t *testing.T) {
 				link := filepath.Join(p.dir, "bundle.json")
 				os.Remove(link)
 				p.symlink(t, target, "bundle.json")
-				err := writeOutFile(link, overwrite, write)
+				err := WriteFile(link, overwrite, write)
 				p.outsideUnchanged(t)
 				if !overwrite {
 					if err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
@@ -221,7 +221,7 @@ func TestWriteOutFile(t *testing.T) {
 			}
 			existing := filepath.Join(p.dir, "old.json")
 			os.WriteFile(existing, []byte("old"), 0o644)
-			err := writeOutFile(existing, overwrite, write)
+			err := WriteFile(existing, overwrite, write)
 			b, _ := os.ReadFile(existing)
 			if !overwrite && (err == nil || string(b) != "old") {
 				t.Errorf("existing file: %v, holds %q; want refused and unchanged", err, b)
@@ -231,7 +231,7 @@ func TestWriteOutFile(t *testing.T) {
 			}
 			// A failed write leaves nothing behind.
 			failed := filepath.Join(p.dir, "failed.json")
-			if err := writeOutFile(failed, overwrite, func(io.Writer) error { return errors.New("boom") }); err == nil {
+			if err := WriteFile(failed, overwrite, func(io.Writer) error { return errors.New("boom") }); err == nil {
 				t.Errorf("a failing writer: no error")
 			}
 			es, _ := os.ReadDir(p.dir)
@@ -255,12 +255,12 @@ func FuzzOutDirWriteFile(f *testing.F) {
 		p := newPlanted(t)
 		p.symlink(t, p.outside, "link")
 		p.symlink(t, filepath.Join(p.outside, "made"), "dangling")
-		d, err := openOutDir(p.dir)
+		d, err := Open(p.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer d.Close()
-		path, err := d.writeFile(rel, []byte("data"))
+		path, err := d.WriteFile(rel, []byte("data"))
 		p.outsideUnchanged(t)
 		if err != nil {
 			return

@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"io"
@@ -7,11 +7,11 @@ import (
 	"github.com/agora-dev/agora/internal/agenttext"
 )
 
-// agentOut is where a command copies bytes an agent wrote (a dispatch's logs, its
+// AgentOut is where a command copies bytes an agent wrote (a dispatch's logs, its
 // transcript): f's stdout as it is when that is a file or a pipe (the bytes, for tools), and
 // through agenttext's escaping when it is a terminal, where an escape sequence in a log could
 // move the cursor, rewrite what is shown or reach the clipboard. Close writes what is held.
-func agentOut(f *Factory) io.WriteCloser {
+func AgentOut(f *Factory) io.WriteCloser {
 	if !f.IO.OutTTY {
 		return nopCloser{f.IO.Out}
 	}
