@@ -2,7 +2,6 @@ package cli
 
 import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
-	"strings"
 	"testing"
 )
 
@@ -21,12 +20,5 @@ func TestAgentText(t *testing.T) {
 		if got := cmdutil.AgentText(in); got != want {
 			t.Errorf("agentText(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-func TestGitNamedPaths(t *testing.T) {
-	stderr := "Performing three-way merge...\nerror: patch failed: greetings.txt:1\nApplied patch to 'greetings.txt' with conflicts.\nerror: docs/new.md: already exists in index\nU greetings.txt\n"
-	if got := gitNamedPaths(stderr); strings.Join(got, ",") != "greetings.txt,docs/new.md" {
-		t.Errorf("gitNamedPaths = %q", got)
 	}
 }

@@ -213,7 +213,7 @@ func writeBranch(ctx context.Context, f *cmdutil.Factory, w branchWork, branch s
 		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s. Nothing was created. "+
 			"To go on: review that patch against the others (agora dispatch patch ID), %s, "+
 			"or print one patch of everything (--combined) and resolve it by hand",
-			ce.Label, conflictWhere(ce), without(w, ce.Label, branch))
+			ce.Label, ce.Where(), without(w, ce.Label, branch))
 	}
 	if err != nil {
 		return err
@@ -245,72 +245,13 @@ func writeCombined(ctx context.Context, f *cmdutil.Factory, w branchWork) error 
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
 		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s: there is no one patch of them",
-			ce.Label, conflictWhere(ce))
+			ce.Label, ce.Where())
 	}
 	if err != nil {
 		return err
 	}
 	_, err = f.IO.Out.Write(b)
 	return err
-}
-
-// conflictWhere names a conflict's files: the unmerged paths, else the paths git's own
-// messages name (two tasks adding one file leaves nothing unmerged), else git's last error.
-// Paths come from agents' patches: escaped.
-func conflictWhere(ce *gitbranch.ConflictError) string {
-	files := ce.Files
-	if len(files) == 0 {
-		files = gitNamedPaths(ce.Git)
-	}
-	if len(files) > 0 {
-		return pathLine(cmdutil.AgentText(strings.Join(files, ", ")))
-	}
-	last := ""
-	for _, line := range strings.Split(ce.Git, "\n") {
-		if strings.HasPrefix(line, "error: ") {
-			last = strings.TrimPrefix(line, "error: ")
-		}
-	}
-	return "(git: " + pathLine(cmdutil.AgentText(cmdutil.OrDash(last))) + ")"
-}
-
-// pathLine keeps a path with a newline from starting a line of its own in the report (a forged
-// "agora: hint:" line): newlines and tabs are written as \n and \t.
-func pathLine(s string) string { return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s) }
-
-// gitPathMessages are git apply's messages that name the path in the way.
-var gitPathMessages = []struct{ prefix, suffix string }{
-	{"error: patch failed: ", ":"},
-	{"error: ", ": already exists in index"},
-	{"error: ", ": does not exist in index"},
-	{"error: ", ": does not match index"},
-	{"Applied patch to '", "' with conflicts."},
-	{"U ", ""},
-}
-
-// gitNamedPaths lists, once each, the paths git apply's stderr names as in the way.
-func gitNamedPaths(stderr string) []string {
-	var out []string
-	for _, line := range strings.Split(stderr, "\n") {
-		for _, m := range gitPathMessages {
-			rest, ok := strings.CutPrefix(line, m.prefix)
-			if !ok {
-				continue
-			}
-			if m.suffix == ":" { // patch failed: PATH:LINE
-				if i := strings.LastIndex(rest, ":"); i > 0 {
-					rest, ok = rest[:i], true
-				}
-			} else if m.suffix != "" {
-				rest, ok = strings.CutSuffix(rest, m.suffix)
-			}
-			if ok && rest != "" && !slices.Contains(out, rest) {
-				out = append(out, rest)
-			}
-			break
-		}
-	}
-	return out
 }
 
 func short(commit string) string {
