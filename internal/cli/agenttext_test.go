@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // An agent's question reaches a person's terminal: no escape sequence may pass through.

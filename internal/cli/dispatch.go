@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/budget"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"os"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"

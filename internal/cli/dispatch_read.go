@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
-	"github.com/agora-dev/agora/internal/cli/outdir"
-	"github.com/agora-dev/agora/internal/gitbranch"
 	"io"
 	"maps"
 	"os"
@@ -14,6 +11,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/outdir"
+	"github.com/agora-dev/agora/internal/gitbranch"
 
 	"github.com/spf13/cobra"
 

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestRedTeam44G_ChangesFlagTakesEachGlobWhole: --changes is one glob per flag, never split:

@@ -2,10 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // gcRunsTable prints the runs retention.runs removes, after the products' table.

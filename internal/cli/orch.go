@@ -3,11 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
-	"github.com/agora-dev/agora/internal/tracing"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/tracing"
 
 	"github.com/spf13/cobra"
 

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/budget"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 
 	"github.com/spf13/cobra"
 

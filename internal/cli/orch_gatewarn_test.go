@@ -3,12 +3,13 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestOrchValidate_GateWarnings: validate warns on stderr, never failing, about a gate

@@ -3,12 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
-	"github.com/agora-dev/agora/internal/compute/warm"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/compute/warm"
 
 	"github.com/spf13/cobra"
 

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestServeWebToken_NotInherited: serve reads the web view's AGORA_HTTP_TOKEN once, when

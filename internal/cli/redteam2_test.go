@@ -1,11 +1,12 @@
 package cli
 
 import (
-	"github.com/agora-dev/agora/internal/cli/outdir"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/cli/outdir"
 )
 
 // TestRedTeam2_PlantedTwinIsKept: a file planted in --to DIR with the bytes agora is about to

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 func quietFactory(t *testing.T) *cmdutil.Factory {

@@ -3,10 +3,11 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 func TestVersionRun(t *testing.T) {

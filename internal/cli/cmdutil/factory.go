@@ -6,6 +6,8 @@ import (
 	"os/user"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/provision"
@@ -15,7 +17,6 @@ import (
 	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/tracing"
-	"github.com/spf13/cobra"
 )
 
 // Factory supplies commands with their streams and lazily opened dependencies, so a command
