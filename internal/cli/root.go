@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/version"
 	"github.com/agora-dev/agora/internal/tracing"
 )
 
@@ -167,7 +168,7 @@ func groups() []group {
 		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return newSelftestCmd(f, nil) }},
 		{"restore", func(f *cmdutil.Factory) *cobra.Command { return newRestoreCmd(f, nil) }},
 		{"gc", func(f *cmdutil.Factory) *cobra.Command { return newGCCmd(f, nil) }},
-		{"version", func(f *cmdutil.Factory) *cobra.Command { return newVersionCmd(f, nil) }},
+		{"version", func(f *cmdutil.Factory) *cobra.Command { return version.NewCmd(f, nil) }},
 	}
 }
 

@@ -1,4 +1,4 @@
-package cli
+package version
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ func TestVersionRun(t *testing.T) {
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}}}
 	for _, output := range []string{cmdutil.FormatTable, cmdutil.FormatJSON} {
 		var out bytes.Buffer
-		f := NewFactory(&cmdutil.IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := cmdutil.NewFactory(&cmdutil.IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		opts := &versionOptions{PrintOptions: cmdutil.PrintOptions{F: f, Output: output}, read: func() (*debug.BuildInfo, bool) { return bi, true }}
 		if err := versionRun(t.Context(), opts); err != nil {
 			t.Fatal(err)

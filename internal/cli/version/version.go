@@ -1,4 +1,6 @@
-package cli
+// Package version is `agora version`: the build information the Go toolchain embedded, for
+// people or as JSON (internal/version reads it).
+package version
 
 import (
 	"context"
@@ -16,7 +18,7 @@ type versionOptions struct {
 	read func() (*debug.BuildInfo, bool)
 }
 
-func newVersionCmd(f *cmdutil.Factory, runF func(*versionOptions) error) *cobra.Command {
+func NewCmd(f *cmdutil.Factory, runF func(*versionOptions) error) *cobra.Command {
 	opts := &versionOptions{PrintOptions: cmdutil.PrintOptions{F: f}, read: debug.ReadBuildInfo}
 	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "version",
