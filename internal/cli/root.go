@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/initcmd"
 	"github.com/agora-dev/agora/internal/cli/version"
 	"github.com/agora-dev/agora/internal/tracing"
 )
@@ -152,7 +153,7 @@ type group struct {
 // groups are agora's top-level commands. A test holds each name to the command it makes.
 func groups() []group {
 	return []group{
-		{"init", func(f *cmdutil.Factory) *cobra.Command { return newInitCmd(f, nil) }},
+		{"init", func(f *cmdutil.Factory) *cobra.Command { return initcmd.NewCmd(f, nil) }},
 		{"capability", newCapabilityCmd},
 		{"subagent", newSubagentCmd},
 		{"env", newEnvCmd},

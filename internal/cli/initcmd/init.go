@@ -1,4 +1,6 @@
-package cli
+// Package initcmd is `agora init`, the one command that creates an AGORA_HOME (agora.db, keys,
+// agora.yaml); every other command refuses a home that is not there (cmdutil.GateHomes).
+package initcmd
 
 import (
 	"context"
@@ -20,7 +22,7 @@ type initOptions struct {
 	gatewayCA bool
 }
 
-func newInitCmd(f *cmdutil.Factory, runF func(*initOptions) error) *cobra.Command {
+func NewCmd(f *cmdutil.Factory, runF func(*initOptions) error) *cobra.Command {
 	opts := &initOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "init",
