@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "compute/container/slots"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -100,9 +100,9 @@ var readAllowed = map[string]string{
 	"dispatch/trust.go:readSystemTrust: os.Open":                  "the host's system trust store (/etc/ssl/certs/ca-certificates.crt), copied into the sandbox's",
 	"cli/orch_client.go:readPlan: capped.ReadFile":                "a plan file a person names",
 	"cli/cmdutil/readfile.go:ReadLimited: capped.ReadFile":        "a file a person names",
-	"cli/verify.go:readBundle: os.Open":                           "the bundle a person names",
-	"cli/verify.go:openBundle: os.Open":                           "the bundle a person names, opened to be streamed when it is large; the verifier reads it by offset and trusts none of its bytes",
-	"cli/audit.go:checkpointerFor: os.ReadFile":                   "keys/audit.pub in AGORA_HOME",
+	"cli/verify/verify.go:readBundle: os.Open":                    "the bundle a person names",
+	"cli/verify/verify.go:openBundle: os.Open":                    "the bundle a person names, opened to be streamed when it is large; the verifier reads it by offset and trusts none of its bytes",
+	"cli/anchors.go:checkpointerFor: os.ReadFile":                 "keys/audit.pub in AGORA_HOME",
 	// Replication and restore: AGORA_HOME's own files and the directories the operator names.
 	"cli/replicate.go:startReplication: os.ReadFile":  "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
 	"cli/gc_replica.go:pruneReplicas: os.ReadFile":    "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -15,18 +14,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
-	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/outdir"
-	"github.com/agora-dev/agora/internal/config"
-	"github.com/agora-dev/agora/internal/egress"
-	"github.com/agora-dev/agora/internal/home"
-	"github.com/agora-dev/agora/internal/store"
 )
-
-// maxCAFileSize caps an rfc3161 anchor's ca_file.
-const maxCAFileSize = 1 << 20
 
 func newAuditCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
@@ -43,16 +34,6 @@ audit.checkpoint_interval, and handed to the anchors of agora.yaml (audit.anchor
 	return cmd
 }
 
-// checkpointer returns the checkpointer of agora.db's audit log with the anchors of
-// agora.yaml. Commands that append entries call MaybeCheckpoint on it after they commit.
-func checkpointer(ctx context.Context, f *cmdutil.Factory) (*audit.Checkpointer, error) {
-	h, err := f.Home(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return checkpointerFor(ctx, f, h.DB, home.DBFile)
-}
-
 // checkpointNow writes a checkpoint of agora.db's audit log if it grew, and hands it to the
 // anchors (an anchor's failure is in the result, not the error).
 func checkpointNow(ctx context.Context, f *cmdutil.Factory) (*audit.Checkpointer, *audit.CheckpointResult, error) {
@@ -62,84 +43,6 @@ func checkpointNow(ctx context.Context, f *cmdutil.Factory) (*audit.Checkpointer
 	}
 	res, err := cp.Checkpoint(ctx)
 	return cp, res, err
-}
-
-// checkpointerFor is the checkpointer of the log in db, named logName in its origin.
-func checkpointerFor(ctx context.Context, f *cmdutil.Factory, db *store.DB, logName string) (*audit.Checkpointer, error) {
-	h, err := f.Home(ctx)
-	if err != nil {
-		return nil, err
-	}
-	signer, err := h.AuditSigner()
-	if err != nil {
-		return nil, err
-	}
-	pub, err := os.ReadFile(filepath.Join(h.Dir, home.AuditPubFile))
-	if err != nil {
-		return nil, fmt.Errorf("read audit public key: %w", err)
-	}
-	anchors, err := buildAnchors(h.Config, logName, f.Now)
-	if err != nil {
-		return nil, err
-	}
-	anchors = anchorsAfterReplica(h, logName, anchors)
-	return audit.NewCheckpointer(db, audit.CheckpointerOptions{
-		LogName:     logName,
-		Signer:      signer,
-		VerifierKey: string(pub),
-		Every:       h.Config.Audit.Every(),
-		Interval:    h.Config.Audit.Interval(),
-		Anchors:     anchors,
-		Now:         f.Now,
-	})
-}
-
-// buildAnchors builds the anchors agora.yaml configures for the log logName. A file anchor
-// keeps one log's checkpoints per file, so the logs other than agora.db append to the
-// configured path plus ".<log>" (orch.db: "/mnt/worm/agora.anchor.orch").
-func buildAnchors(cfg *config.Config, logName string, now func() time.Time) ([]audit.Anchor, error) {
-	var out []audit.Anchor
-	for i, a := range cfg.Audit.Anchors {
-		switch a.Type {
-		case config.AnchorFile:
-			path := a.Path
-			if logName != home.DBFile {
-				path += "." + strings.TrimSuffix(logName, ".db")
-			}
-			out = append(out, anchor.NewFile(path, now))
-		case config.AnchorCommand:
-			c, err := anchor.NewCommand(a.Argv, now)
-			if err != nil {
-				return nil, fmt.Errorf("audit.anchors[%d]: %w", i, err)
-			}
-			out = append(out, c)
-		case config.AnchorRFC3161:
-			var ca []byte
-			if a.CAFile != "" {
-				b, err := cmdutil.ReadLimited(a.CAFile, maxCAFileSize)
-				if err != nil {
-					return nil, fmt.Errorf("audit.anchors[%d].ca_file: %w", i, err)
-				}
-				ca = b
-			}
-			prefixes, err := cfg.Egress.Prefixes()
-			if err != nil {
-				return nil, fmt.Errorf("egress.allow_private: %w", err)
-			}
-			r, err := anchor.NewRFC3161(a.URL, ca, egress.Policy{AllowPrivate: prefixes})
-			if err != nil {
-				return nil, fmt.Errorf("audit.anchors[%d]: %w", i, err)
-			}
-			out = append(out, r)
-		case config.AnchorS3:
-			a, err := s3Anchor(cfg, a.S3, logName, now)
-			if err != nil {
-				return nil, fmt.Errorf("audit.anchors[%d]: %w", i, err)
-			}
-			out = append(out, a)
-		}
-	}
-	return out, nil
 }
 
 type auditLogOptions struct {

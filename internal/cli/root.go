@@ -17,6 +17,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
+	"github.com/agora-dev/agora/internal/cli/verify"
 	"github.com/agora-dev/agora/internal/cli/version"
 	"github.com/agora-dev/agora/internal/tracing"
 )
@@ -160,7 +161,7 @@ func groups() []group {
 		{"workspace", newWorkspaceCmd},
 		{"apply", func(f *cmdutil.Factory) *cobra.Command { return newApplyCmd(f, nil) }},
 		{"audit", newAuditCmd},
-		{"verify", func(f *cmdutil.Factory) *cobra.Command { return newVerifyCmd(f, nil) }},
+		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},
 		{"dispatch", newDispatchCmd},
 		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return newMCPCmd(f, nil) }},
 		{"orch", newOrchCmd},

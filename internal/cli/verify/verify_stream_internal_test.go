@@ -1,4 +1,4 @@
-package cli
+package verify
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // failed rows of reading it whole (a bundle refused as malformed by both may be refused in
 // other words: the stream's error says at which byte); a run bundle, which is not streamed, is read whole.
 func TestVerifyFile_StreamedAsRead(t *testing.T) {
-	dir := "../audit/verify/testdata/"
+	dir := "../../audit/verify/testdata/"
 	cases := []struct{ bundle, pub string }{
 		{"bundle-v3.json", "audit-v3.pub"},
 		{"bundle-pre28.json", "audit-pre28.pub"},

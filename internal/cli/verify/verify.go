@@ -1,4 +1,7 @@
-package cli
+// Package verify is `agora verify`: it checks an exported audit bundle with no database
+// (internal/audit/verify does the checking) and, given the bucket, its Object Lock anchors in
+// S3. It runs without a home: the bundle may come from another machine.
+package verify
 
 import (
 	"bufio"
@@ -53,7 +56,7 @@ type verifyResult struct {
 	*verify.Report
 }
 
-func newVerifyCmd(f *cmdutil.Factory, runF func(*verifyOptions) error) *cobra.Command {
+func NewCmd(f *cmdutil.Factory, runF func(*verifyOptions) error) *cobra.Command {
 	opts := &verifyOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE [--key audit.pub] [--tsa-ca FILE] [--anchored-checkpoint FILE]...",
@@ -158,7 +161,7 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 		vo.Key = strings.TrimSpace(string(b))
 	}
 	if opts.tsaCA != "" {
-		b, err := cmdutil.ReadLimited(opts.tsaCA, maxCAFileSize)
+		b, err := cmdutil.ReadLimited(opts.tsaCA, cmdutil.MaxCAFileSize)
 		if err != nil {
 			return fmt.Errorf("read --tsa-ca: %w", err)
 		}

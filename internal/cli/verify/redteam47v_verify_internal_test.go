@@ -1,4 +1,4 @@
-package cli
+package verify
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func rt47vStreamed(rep *verify.Report) bool {
 // and a forgery the stream must refuse (a 33-byte proof hash with a run of whitespace after
 // it) fails streamed from the command.
 func TestRedTeam47V_StreamThreshold(t *testing.T) {
-	dir := "../audit/verify/testdata/"
+	dir := "../../audit/verify/testdata/"
 	data, err := os.ReadFile(dir + "bundle-v3.json")
 	if err != nil {
 		t.Fatal(err)

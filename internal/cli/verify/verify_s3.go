@@ -1,4 +1,4 @@
-package cli
+package verify
 
 import (
 	"bytes"
@@ -14,27 +14,12 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/audit/verify"
-	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/egress"
-	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/s3"
 )
 
 // CheckS3Anchor is the report row of an Object Lock anchor fetched from its bucket.
 const CheckS3Anchor = "s3-anchor"
-
-// s3Anchor builds the s3 anchor of the log logName ("agora.db" -> anchors/agora/).
-func s3Anchor(cfg *config.Config, l *config.S3Location, logName string, now func() time.Time) (*anchor.S3, error) {
-	retention, err := config.ParseRetention(l.Retention)
-	if err != nil {
-		return nil, err
-	}
-	c, err := home.S3Client(cfg, l)
-	if err != nil {
-		return nil, err
-	}
-	return anchor.NewS3(c, strings.TrimSuffix(logName, ".db"), retention, now)
-}
 
 // anchorBucketClient is the client of --anchor-bucket s3://BUCKET[/PREFIX] at
 // --anchor-endpoint, with credentials from the environment (AWS_*) or
