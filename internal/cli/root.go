@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
 	"github.com/agora-dev/agora/internal/cli/verify"
@@ -160,7 +161,7 @@ func groups() []group {
 		{"env", newEnvCmd},
 		{"workspace", newWorkspaceCmd},
 		{"apply", func(f *cmdutil.Factory) *cobra.Command { return newApplyCmd(f, nil) }},
-		{"audit", newAuditCmd},
+		{"audit", audit.NewCmd},
 		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},
 		{"dispatch", newDispatchCmd},
 		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return newMCPCmd(f, nil) }},

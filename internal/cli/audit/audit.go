@@ -1,4 +1,7 @@
-package cli
+// Package audit is `agora audit`: the audit log of agora.db read (log), checkpointed
+// (checkpoint) and exported as a bundle agora verify checks with no database (export). The
+// checkpointer and its anchors come from the factory (the composition root builds them).
+package audit
 
 import (
 	"context"
@@ -19,7 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/outdir"
 )
 
-func newAuditCmd(f *cmdutil.Factory) *cobra.Command {
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Read, checkpoint and export the audit log of agora.db",
@@ -268,7 +271,7 @@ func auditExportRun(ctx context.Context, opts *auditExportOptions) error {
 	return nil
 }
 
-// writeBundle writes b to path by writeout.go's rule: a new 0600 file renamed over path, so a
+// writeBundle writes b to path by outdir.WriteFile's rule: a new 0600 file renamed over path, so a
 // link planted there is replaced, never written through. auditExportRun has already
 // refused an existing path without --force.
 func writeBundle(path string, b *verify.Bundle) error {
