@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "compute/container/slots"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -38,7 +38,7 @@ var readAllowed = map[string]string{
 	"cli/orch_handoff.go:newHandoffRunner: os.Stat":               "/proc/self/exe, serve's own executable",
 	"cli/orch_gatewarn.go:enclosingRepo: os.Lstat":                "the person's current directory and its parents, looking for .git (orch validate; no sandbox is involved)",
 	"cli/orch_handoff.go:fileSum: os.ReadFile":                    "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), hashed to tell an edit since serve started",
-	"cli/selftest.go:selftestRun: os.ReadFile":                    "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), whose target node selftest copies into its throw-away home",
+	"cli/selftest/selftest.go:selftestRun: os.ReadFile":           "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), whose target node selftest copies into its throw-away home",
 	"cli/orch_handoff.go:isRunning: os.Stat":                      "serve's own executable path, to tell a replacement since it started",
 	"cli/orch_handoff.go:peerNotAgora: os.Readlink":               "/proc/PID/exe of the peer of orch.sock (or of resident.sock, for --stop): the kernel's link",
 	"cli/orch_handoff.go:peerNotAgora: os.ReadFile":               "/proc/PID/cmdline of the same peer: the kernel's file, at most ARG_MAX",

@@ -18,6 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
+	"github.com/agora-dev/agora/internal/cli/selftest"
 	"github.com/agora-dev/agora/internal/cli/verify"
 	"github.com/agora-dev/agora/internal/cli/version"
 	"github.com/agora-dev/agora/internal/tracing"
@@ -168,7 +169,7 @@ func groups() []group {
 		{"orch", newOrchCmd},
 		{"gateway", newGatewayCmd},
 		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
-		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return newSelftestCmd(f, nil) }},
+		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return selftest.NewCmd(f, nil) }},
 		{"restore", func(f *cmdutil.Factory) *cobra.Command { return newRestoreCmd(f, nil) }},
 		{"gc", func(f *cmdutil.Factory) *cobra.Command { return newGCCmd(f, nil) }},
 		{"version", func(f *cmdutil.Factory) *cobra.Command { return version.NewCmd(f, nil) }},

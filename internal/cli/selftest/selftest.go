@@ -1,6 +1,9 @@
-package cli
+// Package selftest is `agora selftest`: it attacks this host's sandboxes with agora's corpus
+// (internal/selftest), in a throw-away home with this host's target, and shows each boundary holds.
+package selftest
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -59,7 +62,7 @@ a pod does not have the host's paths at all; a row blocked for that reason says 
 run --jobs at a time, each with host probes of its own; the table keeps the corpus's order.
 Exit 0 when every row passed, 5 when any did not.`
 
-func newSelftestCmd(f *cmdutil.Factory, runF func(*selftestOptions) error) *cobra.Command {
+func NewCmd(f *cmdutil.Factory, runF func(*selftestOptions) error) *cobra.Command {
 	opts := &selftestOptions{f: f, Agora: selfProgram, Environ: os.Environ}
 	cmd := &cobra.Command{
 		Use:   "selftest [--target NAME] [--run REGEX] [--jobs N] [--list] [--output json]",
@@ -182,7 +185,7 @@ func selftestTarget(ctx context.Context, opts *selftestOptions, c *config.Config
 	// serves its own, on the person's gateway host and a port of its own.
 	var gw *selftest.Gateway
 	if t.Provider == config.ProviderKubernetes {
-		if gw, err = selftest.PodGateway(c.Gateway.Listen, orDefault(t.Gateway, c.Gateway.Advertise)); err != nil {
+		if gw, err = selftest.PodGateway(c.Gateway.Listen, cmp.Or(t.Gateway, c.Gateway.Advertise)); err != nil {
 			return nil, fmt.Errorf("target %s: %w", name, err)
 		}
 	}
@@ -209,7 +212,7 @@ func selftestTarget(ctx context.Context, opts *selftestOptions, c *config.Config
 		return nil, err
 	}
 	return selftest.Run(ctx, selftest.Options{
-		Agora: agora, Env: opts.Environ(), Home: dir, Target: name, Provider: orDefault(t.Provider, config.ProviderLocal),
+		Agora: agora, Env: opts.Environ(), Home: dir, Target: name, Provider: cmp.Or(t.Provider, config.ProviderLocal),
 		Config: yml, Worker: worker, Memory: int64(t.Memory), Disk: int64(t.Disk), Attacks: attacks,
 		Gateway: gw, Jobs: opts.jobs, Progress: opts.f.IO.ErrOut,
 	})
