@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/catalogcmd"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/deploy"
 )
@@ -182,7 +183,7 @@ func printPlan(f *cmdutil.Factory, changes []provision.Change) {
 			for _, line := range bindingChanges(c.PreviousBindings, c.Bindings) {
 				fmt.Fprintf(f.IO.Out, "    %s\n", line)
 			}
-			printApproveNotes(f.IO.Out, "    note: ", c.ApproveNotes)
+			catalogcmd.PrintApproveNotes(f.IO.Out, "    note: ", c.ApproveNotes)
 		}
 	}
 	fmt.Fprintf(f.IO.Out, "Plan: %d to create, %d new version(s), %d to retire, %d unchanged.\n",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/catalogcmd"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/grant"
 )
@@ -29,15 +30,15 @@ files; only those its overlay: patterns name are placed in the workspace as well
 	}
 	cmd.AddCommand(
 		newCapabilityRegisterCmd(f, nil),
-		newListCmd(f, nil, catalog.KindCapability, listColumns{
-			headers: []string{"NAME", "DIGEST", "FILES", "REGISTERED", "DESCRIPTION"},
-			row: func(f *cmdutil.Factory, v catalog.Version) []string {
+		catalogcmd.NewListCmd(f, nil, catalog.KindCapability, catalogcmd.ListColumns{
+			Headers: []string{"NAME", "DIGEST", "FILES", "REGISTERED", "DESCRIPTION"},
+			Row: func(f *cmdutil.Factory, v catalog.Version) []string {
 				return []string{v.Name, cmdutil.FmtDigest(f.IO, v.Digest), strconv.Itoa(v.Meta.FileCount),
 					cmdutil.FmtTime(f.IO, f.Now(), v.RegisteredAt), cmdutil.Truncate(v.Meta.Description, 60)}
 			},
 		}),
-		newShowCmd(f, nil, catalog.KindCapability, "Show a capability's grants and files", capabilityShowRun),
-		newHistoryCmd(f, nil, catalog.KindCapability),
+		catalogcmd.NewShowCmd(f, nil, catalog.KindCapability, "Show a capability's grants and files", capabilityShowRun),
+		catalogcmd.NewHistoryCmd(f, nil, catalog.KindCapability),
 		newCapabilitySuggestCmd(f, nil),
 	)
 	return cmd
@@ -106,7 +107,7 @@ latest again. The total size is capped (catalog.capability_max_size, default 50 
 // capabilityShow is the JSON shape of 'capability show': the list's item and
 // the files.
 type capabilityShow struct {
-	capabilityListItem
+	catalogcmd.CapabilityListItem
 	Files []capabilityFile `json:"files"`
 	// ApproveNotes say what the capability's approve rules cannot see.
 	ApproveNotes []string `json:"approve_notes,omitempty"`
@@ -120,13 +121,13 @@ type capabilityFile struct {
 }
 
 func capabilityRegisterRun(ctx context.Context, opts *capabilityRegisterOptions) error {
-	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
-		return w.PrepareCapability(opts.name, opts.from, splitList(opts.allow))
+	return catalogcmd.RegisterRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+		return w.PrepareCapability(opts.name, opts.from, cmdutil.SplitList(opts.allow))
 	})
 }
 
-func capabilityShowRun(ctx context.Context, opts *refOptions) error {
-	_, v, data, err := resolveContent(ctx, opts)
+func capabilityShowRun(ctx context.Context, opts *catalogcmd.RefOptions) error {
+	_, v, data, err := catalogcmd.ResolveContent(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -134,7 +135,7 @@ func capabilityShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := capabilityShow{capabilityListItem: newCapabilityListItem(v), Files: []capabilityFile{}}
+	out := capabilityShow{CapabilityListItem: catalogcmd.NewCapabilityListItem(v), Files: []capabilityFile{}}
 	if v.Meta.CapabilityDoc != nil {
 		out.ApproveNotes = grant.ApproveNotes(v.Meta.CapabilityDoc.Set)
 	}
@@ -169,7 +170,7 @@ func printCapability(w io.Writer, v catalog.Version, out capabilityShow, total i
 	}
 	if len(out.ApproveNotes) > 0 {
 		fmt.Fprintln(w, "approve rules cannot see:")
-		printApproveNotes(w, "  ", out.ApproveNotes)
+		catalogcmd.PrintApproveNotes(w, "  ", out.ApproveNotes)
 	}
 	if len(v.Meta.AllowedCredentialPatterns) > 0 {
 		fmt.Fprintf(w, "scanner opt-outs: %s\n", strings.Join(v.Meta.AllowedCredentialPatterns, ", "))

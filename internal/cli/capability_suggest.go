@@ -86,7 +86,7 @@ This is a deploy-time command of the CLI: no MCP tool can suggest, learn or regi
   agora capability register learned --from ./caps/learned`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.from = splitList(opts.from)
+			opts.from = cmdutil.SplitList(opts.from)
 			switch {
 			case len(opts.from) == 0 && opts.run == "":
 				return cmdutil.UsageErrorf(cmd, "name the evidence: --from DISPATCH... or --run RUN")

@@ -111,7 +111,7 @@ func (o *dispatchRunOptions) grants(cmd *cobra.Command) (*grant.Set, error) {
 	}
 	g := &grant.Set{}
 	if fl.Changed("tools") {
-		g.Tools = append([]string{}, splitList(o.tools)...)
+		g.Tools = append([]string{}, cmdutil.SplitList(o.tools)...)
 	}
 	if fl.Changed("commands") {
 		g.Commands = []string{}
@@ -123,7 +123,7 @@ func (o *dispatchRunOptions) grants(cmd *cobra.Command) (*grant.Set, error) {
 	}
 	if fl.Changed("egress") {
 		g.Egress = []grant.EgressRule{}
-		for _, s := range splitList(o.egress) {
+		for _, s := range cmdutil.SplitList(o.egress) {
 			r, err := grant.ParseEgressRule(strings.ToLower(s))
 			if err != nil {
 				return nil, cmdutil.UsageErrorf(cmd, "--egress: %v", err)
@@ -229,7 +229,7 @@ func newDispatchRunCmd(f *cmdutil.Factory, runF func(*dispatchRunOptions) error)
 				}
 			})
 			opts.req = dispatch.Request{
-				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
+				Subagent: opts.subagent, Envs: cmdutil.SplitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
 				Grants: grants, Budget: opts.budget, Verify: gate, Learn: opts.learn,
 			}

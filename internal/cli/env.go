@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/catalogcmd"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/errclass"
 )
@@ -26,15 +27,15 @@ printed, logged or stored in plaintext; lists and shows give their keys only.`,
 	}
 	cmd.AddCommand(
 		newEnvRegisterCmd(f, nil),
-		newListCmd(f, nil, catalog.KindEnv, listColumns{
-			headers: []string{"NAME", "DIGEST", "VALUES", "SECRETS", "REGISTERED"},
-			row: func(f *cmdutil.Factory, v catalog.Version) []string {
+		catalogcmd.NewListCmd(f, nil, catalog.KindEnv, catalogcmd.ListColumns{
+			Headers: []string{"NAME", "DIGEST", "VALUES", "SECRETS", "REGISTERED"},
+			Row: func(f *cmdutil.Factory, v catalog.Version) []string {
 				return []string{v.Name, cmdutil.FmtDigest(f.IO, v.Digest), cmdutil.OrDash(strings.Join(v.Meta.ValueKeys, ",")),
 					cmdutil.OrDash(strings.Join(v.Meta.SecretKeys, ",")), cmdutil.FmtTime(f.IO, f.Now(), v.RegisteredAt)}
 			},
 		}),
-		newShowCmd(f, nil, catalog.KindEnv, "Show an env bundle's values and secret keys (never secret values)", envShowRun),
-		newHistoryCmd(f, nil, catalog.KindEnv),
+		catalogcmd.NewShowCmd(f, nil, catalog.KindEnv, "Show an env bundle's values and secret keys (never secret values)", envShowRun),
+		catalogcmd.NewHistoryCmd(f, nil, catalog.KindEnv),
 	)
 	return cmd
 }
@@ -225,9 +226,9 @@ func keyList(keys []string) string {
 }
 
 func envRegisterRun(ctx context.Context, opts *envRegisterOptions) error {
-	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+	return catalogcmd.RegisterRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
 		spec := provision.EnvSpec{Values: opts.values, Secrets: opts.secrets, Bindings: opts.bindings}
-		return w.PrepareEnvSpec(opts.name, spec, splitList(opts.allow))
+		return w.PrepareEnvSpec(opts.name, spec, cmdutil.SplitList(opts.allow))
 	})
 }
 
@@ -302,15 +303,15 @@ func trimNewline(b []byte) []byte {
 
 // envShow is the JSON shape of 'env show'. It never holds secret values.
 type envShow struct {
-	envListItem
+	catalogcmd.EnvListItem
 	Values     map[string]string `json:"values"`
 	SecretKeys []string          `json:"secret_keys"`
 	// Bindings are the bound secrets: key -> hosts and extra headers ({} when none).
 	Bindings map[string]catalog.Binding `json:"bindings"`
 }
 
-func envShowRun(ctx context.Context, opts *refOptions) error {
-	_, v, data, err := resolveContent(ctx, opts)
+func envShowRun(ctx context.Context, opts *catalogcmd.RefOptions) error {
+	_, v, data, err := catalogcmd.ResolveContent(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -318,7 +319,7 @@ func envShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := envShow{envListItem: newEnvListItem(v), Values: doc.Values, SecretKeys: catalog.SortedKeys(doc.Secrets), Bindings: doc.Bindings}
+	out := envShow{EnvListItem: catalogcmd.NewEnvListItem(v), Values: doc.Values, SecretKeys: catalog.SortedKeys(doc.Secrets), Bindings: doc.Bindings}
 	if out.Values == nil {
 		out.Values = map[string]string{}
 	}

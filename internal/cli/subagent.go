@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/catalogcmd"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/words"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -33,15 +34,15 @@ model, and the capabilities it holds, pinned by digest when it is registered.`,
 		newSubagentRegisterCmd(f, nil),
 		newSubagentAssignCmd(f, nil),
 		newSubagentImportCmd(f, nil),
-		newListCmd(f, nil, catalog.KindSubagent, listColumns{
-			headers: []string{"NAME", "DIGEST", "RUNTIME", "CAPABILITIES", "REGISTERED", "DESCRIPTION"},
-			row: func(f *cmdutil.Factory, v catalog.Version) []string {
+		catalogcmd.NewListCmd(f, nil, catalog.KindSubagent, catalogcmd.ListColumns{
+			Headers: []string{"NAME", "DIGEST", "RUNTIME", "CAPABILITIES", "REGISTERED", "DESCRIPTION"},
+			Row: func(f *cmdutil.Factory, v catalog.Version) []string {
 				return []string{v.Name, cmdutil.FmtDigest(f.IO, v.Digest), v.Meta.Runtime, cmdutil.OrDash(strings.Join(pinNames(v.Meta.Capabilities), ",")),
 					cmdutil.FmtTime(f.IO, f.Now(), v.RegisteredAt), cmdutil.Truncate(v.Meta.Description, 50)}
 			},
 		}),
-		newShowCmd(f, nil, catalog.KindSubagent, "Show a subagent's runtime, prompt and pinned capabilities", subagentShowRun),
-		newHistoryCmd(f, nil, catalog.KindSubagent),
+		catalogcmd.NewShowCmd(f, nil, catalog.KindSubagent, "Show a subagent's runtime, prompt and pinned capabilities", subagentShowRun),
+		catalogcmd.NewHistoryCmd(f, nil, catalog.KindSubagent),
 	)
 	return cmd
 }
@@ -120,8 +121,8 @@ capabilities, or dispatches are denied.`,
 }
 
 func subagentRegisterRun(ctx context.Context, opts *subagentRegisterOptions) error {
-	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
-		return w.PrepareSubagent(ctx, opts.name, opts.spec, nil, splitList(opts.allow))
+	return catalogcmd.RegisterRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+		return w.PrepareSubagent(ctx, opts.name, opts.spec, nil, cmdutil.SplitList(opts.allow))
 	})
 }
 
@@ -141,7 +142,7 @@ func (o *subagentRegisterOptions) readSpec(cmd *cobra.Command) (provision.Subage
 	}
 	spec := provision.SubagentSpec{
 		Description: o.description, SystemPrompt: o.systemPrompt, Runtime: o.runtime, Model: o.model,
-		Capabilities: splitList(o.capabilities),
+		Capabilities: cmdutil.SplitList(o.capabilities),
 	}
 	if o.promptFile != "" {
 		b, err := cmdutil.ReadLimited(o.promptFile, maxSpecFileSize)
@@ -230,17 +231,17 @@ func subagentAssignRun(ctx context.Context, opts *subagentAssignOptions) error {
 	if err != nil {
 		return err
 	}
-	c, v, err := w.Assign(ctx, f.Actor(), opts.name, splitList(opts.caps))
+	c, v, err := w.Assign(ctx, f.Actor(), opts.name, cmdutil.SplitList(opts.caps))
 	if err != nil {
 		return err
 	}
-	return printRegistered(f, opts.output, c, v)
+	return catalogcmd.PrintRegistered(f, opts.output, c, v)
 }
 
 // subagentShow is the JSON shape of 'subagent show': the list's item and
 // what the content holds.
 type subagentShow struct {
-	subagentListItem
+	catalogcmd.SubagentListItem
 	SystemPrompt string   `json:"system_prompt"`
 	Command      []string `json:"command"`
 	// Grants is the effective grant: the union of the capabilities' grants, the most any
@@ -248,8 +249,8 @@ type subagentShow struct {
 	Grants grant.Set `json:"grants"`
 }
 
-func subagentShowRun(ctx context.Context, opts *refOptions) error {
-	r, v, data, err := resolveContent(ctx, opts)
+func subagentShowRun(ctx context.Context, opts *catalogcmd.RefOptions) error {
+	r, v, data, err := catalogcmd.ResolveContent(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -261,7 +262,7 @@ func subagentShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := subagentShow{subagentListItem: newSubagentListItem(v), SystemPrompt: doc.SystemPrompt, Command: doc.Command, Grants: grants}
+	out := subagentShow{SubagentListItem: catalogcmd.NewSubagentListItem(v), SystemPrompt: doc.SystemPrompt, Command: doc.Command, Grants: grants}
 	if out.Command == nil {
 		out.Command = []string{}
 	}

@@ -122,7 +122,7 @@ func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
 	if err != nil {
 		return err
 	}
-	pendings, err := set.Prepare(ctx, w, nil, splitList(opts.allow))
+	pendings, err := set.Prepare(ctx, w, nil, cmdutil.SplitList(opts.allow))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/catalogcmd"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
@@ -23,15 +24,15 @@ People register workspaces; every change is on the audit log with its history.`,
 	}
 	cmd.AddCommand(
 		newWorkspaceRegisterCmd(f, nil),
-		newListCmd(f, nil, catalog.KindWorkspace, listColumns{
-			headers: []string{"NAME", "DIGEST", "REVISIONS", "DEFAULT", "REGISTERED", "DESCRIPTION"},
-			row: func(f *cmdutil.Factory, v catalog.Version) []string {
+		catalogcmd.NewListCmd(f, nil, catalog.KindWorkspace, catalogcmd.ListColumns{
+			Headers: []string{"NAME", "DIGEST", "REVISIONS", "DEFAULT", "REGISTERED", "DESCRIPTION"},
+			Row: func(f *cmdutil.Factory, v catalog.Version) []string {
 				return []string{v.Name, cmdutil.FmtDigest(f.IO, v.Digest), strings.Join(v.Meta.Revisions, ","), cmdutil.OrDash(v.Meta.DefaultRevision),
 					cmdutil.FmtTime(f.IO, f.Now(), v.RegisteredAt), cmdutil.Truncate(v.Meta.Description, 60)}
 			},
 		}),
-		newShowCmd(f, nil, catalog.KindWorkspace, "Show a workspace's repository and allowed revisions", workspaceShowRun),
-		newHistoryCmd(f, nil, catalog.KindWorkspace),
+		catalogcmd.NewShowCmd(f, nil, catalog.KindWorkspace, "Show a workspace's repository and allowed revisions", workspaceShowRun),
+		catalogcmd.NewHistoryCmd(f, nil, catalog.KindWorkspace),
 	)
 	return cmd
 }
@@ -86,7 +87,7 @@ the description, never the path.`,
 }
 
 func workspaceRegisterRun(ctx context.Context, opts *workspaceRegisterOptions) error {
-	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+	return catalogcmd.RegisterRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
 		return w.PrepareWorkspace(ctx, opts.name, opts.spec)
 	})
 }
@@ -94,13 +95,13 @@ func workspaceRegisterRun(ctx context.Context, opts *workspaceRegisterOptions) e
 // workspaceShow is the JSON shape of 'workspace show'. Unlike the version's metadata, it holds
 // the repository path: show is for the people who provision the host.
 type workspaceShow struct {
-	workspaceListItem
+	catalogcmd.WorkspaceListItem
 	// Repo is the repository's path: host-only, never shown over MCP.
 	Repo string `json:"repo"`
 }
 
-func workspaceShowRun(ctx context.Context, opts *refOptions) error {
-	_, v, data, err := resolveContent(ctx, opts)
+func workspaceShowRun(ctx context.Context, opts *catalogcmd.RefOptions) error {
+	_, v, data, err := catalogcmd.ResolveContent(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func workspaceShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := workspaceShow{workspaceListItem: newWorkspaceListItem(v), Repo: doc.Repo}
+	out := workspaceShow{WorkspaceListItem: catalogcmd.NewWorkspaceListItem(v), Repo: doc.Repo}
 	return cmdutil.Emit(opts.F.IO, opts.Output, out, func(out workspaceShow) error {
 		w := opts.F.IO.Out
 		fmt.Fprintf(w, "name:        %s\n", v.Name)

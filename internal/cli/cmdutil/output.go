@@ -123,3 +123,16 @@ func Truncate(s string, n int) string {
 // agentText makes text an agent wrote (a question, its options) safe to print on a terminal:
 // see [agenttext.Escape], which the web run view shares.
 func AgentText(s string) string { return agenttext.Escape(s) }
+
+// SplitList splits "a,b" and repeated flags into names, dropping empties.
+func SplitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}

@@ -1,10 +1,12 @@
-package cli
+// Package catalogcmd is what the catalog's nouns (agora capability, subagent, env, workspace,
+// apply) share: list, show and history of a kind, register through the privileged writer
+// (catalog/provision) and the JSON items of a list. It holds no command of its own.
+package catalogcmd
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -22,11 +24,13 @@ type registerResult struct {
 	ApproveNotes []string `json:"approve_notes,omitempty"`
 }
 
-func printRegistered(f *cmdutil.Factory, format string, c provision.Change, v catalog.Version) error {
+// PrintRegistered prints what a register or assign recorded: the change and the version,
+// as one JSON document with --output json.
+func PrintRegistered(f *cmdutil.Factory, format string, c provision.Change, v catalog.Version) error {
 	if format == cmdutil.FormatJSON {
 		return cmdutil.WriteJSON(f.IO.Out, registerResult{Action: c.Action, Version: v, ApproveNotes: c.ApproveNotes})
 	}
-	defer printApproveNotes(f.IO.ErrOut, "agora: note: ", c.ApproveNotes)
+	defer PrintApproveNotes(f.IO.ErrOut, "agora: note: ", c.ApproveNotes)
 	switch c.Action {
 	case catalog.ActionUnchanged:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s %q unchanged: identical content is already the latest version\n", v.Kind, v.Name)
@@ -39,16 +43,16 @@ func printRegistered(f *cmdutil.Factory, format string, c provision.Change, v ca
 	return nil
 }
 
-// printApproveNotes writes what approve rules cannot see, a line each after prefix.
-func printApproveNotes(w io.Writer, prefix string, notes []string) {
+// PrintApproveNotes writes what approve rules cannot see, a line each after prefix.
+func PrintApproveNotes(w io.Writer, prefix string, notes []string) {
 	for _, n := range notes {
 		fmt.Fprintf(w, "%s%s\n", prefix, n)
 	}
 }
 
-// registerRun registers what prepare makes of the command line, with its audit entry, and
+// RegisterRun registers what prepare makes of the command line, with its audit entry, and
 // prints the outcome: the end of every 'KIND register'.
-func registerRun(ctx context.Context, f *cmdutil.Factory, output string, prepare func(*provision.Writer) (*provision.Pending, error)) error {
+func RegisterRun(ctx context.Context, f *cmdutil.Factory, output string, prepare func(*provision.Writer) (*provision.Pending, error)) error {
 	w, err := f.Writer(ctx)
 	if err != nil {
 		return err
@@ -61,22 +65,23 @@ func registerRun(ctx context.Context, f *cmdutil.Factory, output string, prepare
 	if err != nil {
 		return err
 	}
-	return printRegistered(f, output, c, v)
+	return PrintRegistered(f, output, c, v)
 }
 
-// listColumns describes how one kind prints in a table.
-type listColumns struct {
-	headers []string
-	row     func(f *cmdutil.Factory, v catalog.Version) []string
+// ListColumns describes how one kind prints in a table.
+type ListColumns struct {
+	Headers []string
+	Row     func(f *cmdutil.Factory, v catalog.Version) []string
 }
 
 type listOptions struct {
 	cmdutil.PrintOptions
 	kind catalog.Kind
-	cols listColumns
+	cols ListColumns
 }
 
-func newListCmd(f *cmdutil.Factory, runF func(*listOptions) error, kind catalog.Kind, cols listColumns) *cobra.Command {
+// NewListCmd builds 'KIND list' of kind, printed in cols.
+func NewListCmd(f *cmdutil.Factory, runF func(*listOptions) error, kind catalog.Kind, cols ListColumns) *cobra.Command {
 	opts := &listOptions{PrintOptions: cmdutil.PrintOptions{F: f}, kind: kind, cols: cols}
 	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "list",
@@ -111,20 +116,21 @@ func listRun(ctx context.Context, opts *listOptions) error {
 		}
 		rows := make([][]string, len(vs))
 		for i, v := range vs {
-			rows[i] = opts.cols.row(f, v)
+			rows[i] = opts.cols.Row(f, v)
 		}
-		return cmdutil.PrintTable(f.IO, opts.cols.headers, rows)
+		return cmdutil.PrintTable(f.IO, opts.cols.Headers, rows)
 	})
 }
 
-// refOptions are the options of a command about one catalog name or version: arg.
-type refOptions struct {
+// RefOptions are the options of a command about one catalog name or version: arg.
+type RefOptions struct {
 	cmdutil.PrintOptions
-	kind catalog.Kind
+	Kind catalog.Kind
 }
 
-func newHistoryCmd(f *cmdutil.Factory, runF func(*refOptions) error, kind catalog.Kind) *cobra.Command {
-	opts := &refOptions{PrintOptions: cmdutil.PrintOptions{F: f}, kind: kind}
+// NewHistoryCmd builds 'KIND history NAME': every registration and retirement of the name.
+func NewHistoryCmd(f *cmdutil.Factory, runF func(*RefOptions) error, kind catalog.Kind) *cobra.Command {
+	opts := &RefOptions{PrintOptions: cmdutil.PrintOptions{F: f}, Kind: kind}
 	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:     "history NAME",
 		Short:   fmt.Sprintf("Show every registration and retirement of a %s", kind),
@@ -133,13 +139,13 @@ func newHistoryCmd(f *cmdutil.Factory, runF func(*refOptions) error, kind catalo
 	}, opts, runF, historyRun)
 }
 
-func historyRun(ctx context.Context, opts *refOptions) error {
+func historyRun(ctx context.Context, opts *RefOptions) error {
 	f := opts.F
 	h, err := f.Home(ctx)
 	if err != nil {
 		return err
 	}
-	evs, err := view.New(h.DB, h.Blobs).History(ctx, opts.kind, opts.Arg)
+	evs, err := view.New(h.DB, h.Blobs).History(ctx, opts.Kind, opts.Arg)
 	if err != nil {
 		return err
 	}
@@ -152,9 +158,9 @@ func historyRun(ctx context.Context, opts *refOptions) error {
 	})
 }
 
-// newShowCmd builds 'KIND show': run resolves the version and prints it.
-func newShowCmd(f *cmdutil.Factory, runF func(*refOptions) error, kind catalog.Kind, short string, run func(context.Context, *refOptions) error) *cobra.Command {
-	opts := &refOptions{PrintOptions: cmdutil.PrintOptions{F: f}, kind: kind}
+// NewShowCmd builds 'KIND show': run resolves the version and prints it.
+func NewShowCmd(f *cmdutil.Factory, runF func(*RefOptions) error, kind catalog.Kind, short string, run func(context.Context, *RefOptions) error) *cobra.Command {
+	opts := &RefOptions{PrintOptions: cmdutil.PrintOptions{F: f}, Kind: kind}
 	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:     "show NAME[@sha256:HEX]",
 		Short:   short,
@@ -163,15 +169,15 @@ func newShowCmd(f *cmdutil.Factory, runF func(*refOptions) error, kind catalog.K
 	}, opts, runF, run)
 }
 
-// resolveContent resolves the options' reference in the catalog and reads that version's
+// ResolveContent resolves the options' reference in the catalog and reads that version's
 // content: the start of every 'KIND show'.
-func resolveContent(ctx context.Context, opts *refOptions) (*view.Catalog, catalog.Version, []byte, error) {
+func ResolveContent(ctx context.Context, opts *RefOptions) (*view.Catalog, catalog.Version, []byte, error) {
 	h, err := opts.F.Home(ctx)
 	if err != nil {
 		return nil, catalog.Version{}, nil, err
 	}
 	r := view.New(h.DB, h.Blobs)
-	v, err := r.Resolve(ctx, opts.kind, opts.Arg)
+	v, err := r.Resolve(ctx, opts.Kind, opts.Arg)
 	if err != nil {
 		return nil, catalog.Version{}, nil, err
 	}
@@ -183,16 +189,3 @@ func resolveContent(ctx context.Context, opts *refOptions) (*view.Catalog, catal
 }
 
 func cmdNoun(kind catalog.Kind) string { return string(kind) }
-
-// splitList splits "a,b" and repeated flags into names, dropping empties.
-func splitList(values []string) []string {
-	var out []string
-	for _, v := range values {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
