@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/selftest"
 	"github.com/agora-dev/agora/internal/cli/verify"
 	"github.com/agora-dev/agora/internal/cli/version"
+	"github.com/agora-dev/agora/internal/cli/workspace"
 	"github.com/agora-dev/agora/internal/tracing"
 )
 
@@ -160,7 +161,7 @@ func groups() []group {
 		{"capability", newCapabilityCmd},
 		{"subagent", newSubagentCmd},
 		{"env", newEnvCmd},
-		{"workspace", newWorkspaceCmd},
+		{"workspace", workspace.NewCmd},
 		{"apply", func(f *cmdutil.Factory) *cobra.Command { return newApplyCmd(f, nil) }},
 		{"audit", audit.NewCmd},
 		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},

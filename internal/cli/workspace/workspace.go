@@ -1,4 +1,7 @@
-package cli
+// Package workspace is `agora workspace`: register, list, show and retire the host
+// repositories a dispatch may name, with the revisions each allows (catalogcmd holds what the
+// catalog's nouns share).
+package workspace
 
 import (
 	"context"
@@ -13,7 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
-func newWorkspaceCmd(f *cmdutil.Factory) *cobra.Command {
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workspace",
 		Short: "Register and inspect workspaces (repositories dispatches and plans may name)",
