@@ -207,11 +207,11 @@ func bindingChanges(before, after map[string]catalog.Binding) []string {
 		was, wasBound := before[k]
 		switch {
 		case bound && !wasBound:
-			lines = append(lines, fmt.Sprintf("bind   %s -> %s", k, fmtBinding(b)))
+			lines = append(lines, fmt.Sprintf("bind   %s -> %s", k, catalogcmd.FmtBinding(b)))
 		case !bound:
-			lines = append(lines, fmt.Sprintf("unbind %s (was -> %s)", k, fmtBinding(was)))
+			lines = append(lines, fmt.Sprintf("unbind %s (was -> %s)", k, catalogcmd.FmtBinding(was)))
 		case !slices.Equal(b.Hosts, was.Hosts) || !slices.Equal(b.Headers, was.Headers):
-			lines = append(lines, fmt.Sprintf("rebind %s -> %s (was -> %s)", k, fmtBinding(b), fmtBinding(was)))
+			lines = append(lines, fmt.Sprintf("rebind %s -> %s (was -> %s)", k, catalogcmd.FmtBinding(b), catalogcmd.FmtBinding(was)))
 		}
 	}
 	return lines

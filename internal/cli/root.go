@@ -17,6 +17,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/cli/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/env"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
 	"github.com/agora-dev/agora/internal/cli/selftest"
 	"github.com/agora-dev/agora/internal/cli/verify"
@@ -160,7 +161,7 @@ func groups() []group {
 		{"init", func(f *cmdutil.Factory) *cobra.Command { return initcmd.NewCmd(f, nil) }},
 		{"capability", newCapabilityCmd},
 		{"subagent", newSubagentCmd},
-		{"env", newEnvCmd},
+		{"env", env.NewCmd},
 		{"workspace", workspace.NewCmd},
 		{"apply", func(f *cmdutil.Factory) *cobra.Command { return newApplyCmd(f, nil) }},
 		{"audit", audit.NewCmd},

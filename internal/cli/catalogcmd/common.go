@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -189,3 +190,8 @@ func ResolveContent(ctx context.Context, opts *RefOptions) (*view.Catalog, catal
 }
 
 func cmdNoun(kind catalog.Kind) string { return string(kind) }
+
+// FmtBinding is a binding on one line: its hosts, then the headers the value goes in.
+func FmtBinding(b catalog.Binding) string {
+	return strings.Join(b.Hosts, ", ") + " (in " + strings.Join(append([]string{"Authorization"}, b.Headers...), ", ") + ")"
+}

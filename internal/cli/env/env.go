@@ -1,4 +1,6 @@
-package cli
+// Package env is `agora env`: register, list, show and retire env bundles, the values and
+// sealed secrets a dispatch may be given, with the hosts and headers each secret is bound to.
+package env
 
 import (
 	"bytes"
@@ -17,7 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/errclass"
 )
 
-func newEnvCmd(f *cmdutil.Factory) *cobra.Command {
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "env",
 		Short: "Register and inspect env bundles (values and sealed secrets)",
@@ -342,14 +344,9 @@ func envShowRun(ctx context.Context, opts *catalogcmd.RefOptions) error {
 		if len(out.Bindings) > 0 {
 			fmt.Fprintf(w, "bindings (the sandbox sees a placeholder; the egress proxy sends the value only to these hosts, over HTTPS, port 443 unless named):\n")
 			for _, k := range catalog.SortedKeys(out.Bindings) {
-				fmt.Fprintf(w, "  %s -> %s\n", k, fmtBinding(out.Bindings[k]))
+				fmt.Fprintf(w, "  %s -> %s\n", k, catalogcmd.FmtBinding(out.Bindings[k]))
 			}
 		}
 		return nil
 	})
-}
-
-// fmtBinding is a binding on one line: its hosts, then the headers the value goes in.
-func fmtBinding(b catalog.Binding) string {
-	return strings.Join(b.Hosts, ", ") + " (in " + strings.Join(append([]string{"Authorization"}, b.Headers...), ", ") + ")"
 }

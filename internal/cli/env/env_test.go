@@ -1,4 +1,4 @@
-package cli
+package env
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func TestNewEnvRegisterCmd_Bindings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}},
+			f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}},
 				func(k string) string { return map[string]string{"S": "secret-value-0123"}[k] })
 			var got *envRegisterOptions
 			cmd := newEnvRegisterCmd(f, func(o *envRegisterOptions) error { got = o; return nil })
@@ -71,19 +71,5 @@ func TestNewEnvRegisterCmd_Bindings(t *testing.T) {
 				t.Errorf("bindings mismatch (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestBindingChanges(t *testing.T) {
-	a := catalog.Binding{Hosts: []string{"a.example"}}
-	b := catalog.Binding{Hosts: []string{"b.example"}, Headers: []string{"X-Key"}}
-	got := bindingChanges(map[string]catalog.Binding{"KEEP": a, "MOVE": a, "DROP": a}, map[string]catalog.Binding{"KEEP": a, "MOVE": b, "NEW": b})
-	want := []string{
-		"unbind DROP (was -> a.example (in Authorization))",
-		"rebind MOVE -> b.example (in Authorization, X-Key) (was -> a.example (in Authorization))",
-		"bind   NEW -> b.example (in Authorization, X-Key)",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("bindingChanges mismatch (-want +got):\n%s", diff)
 	}
 }
