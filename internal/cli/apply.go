@@ -3,11 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/ccimport"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/cli/catalogcmd"
@@ -30,7 +28,7 @@ type applyResult struct {
 	Changes []provision.Change `json:"changes"`
 	// Imported are the Claude Code subagent files the manifest's import: entries read, each
 	// with its tool-by-tool mapping (absent without imports).
-	Imported []importedSubagent `json:"imported,omitempty"`
+	Imported []catalogcmd.ImportedSubagent `json:"imported,omitempty"`
 }
 
 func newApplyCmd(f *cmdutil.Factory, runF func(*applyOptions) error) *cobra.Command {
@@ -123,15 +121,15 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 	res := applyResult{DryRun: opts.dryRun, Changes: changes}
 	if sets := src.Imports(); len(sets) > 0 {
 		var skipped []ccimport.Skipped
-		res.Imported, skipped = importedOf(sets...)
+		res.Imported, skipped = catalogcmd.ImportedOf(sets...)
 		if opts.output != cmdutil.FormatJSON {
-			printImport(f.IO.Out, importResult{Subagents: res.Imported, Skipped: skipped})
+			catalogcmd.PrintImport(f.IO.Out, catalogcmd.ImportResult{Subagents: res.Imported, Skipped: skipped})
 		}
 	}
 	if opts.output != cmdutil.FormatJSON {
-		printPlan(f, changes)
+		catalogcmd.PrintPlan(f, changes)
 	}
-	if !opts.dryRun && hasWork(changes) {
+	if !opts.dryRun && catalogcmd.HasWork(changes) {
 		done, err := w.Apply(ctx, f.Actor(), "register", changes, src.Summary(f.Actor(), changes, opts.prune))
 		if err != nil {
 			return err
@@ -145,7 +143,7 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 		return cmdutil.WriteJSON(f.IO.Out, res)
 	}
 	switch {
-	case !hasWork(changes):
+	case !catalogcmd.HasWork(changes):
 		fmt.Fprintln(f.IO.Out, "Nothing to do: the catalog already matches the manifest.")
 	case opts.dryRun:
 		fmt.Fprintln(f.IO.Out, "Dry run: nothing was changed.")
@@ -153,66 +151,4 @@ func applyRun(ctx context.Context, opts *applyOptions) error {
 		fmt.Fprintln(f.IO.Out, "Applied.")
 	}
 	return nil
-}
-
-func hasWork(changes []provision.Change) bool {
-	for _, c := range changes {
-		if c.Action != catalog.ActionUnchanged {
-			return true
-		}
-	}
-	return false
-}
-
-func printPlan(f *cmdutil.Factory, changes []provision.Change) {
-	counts := map[string]int{}
-	for _, c := range changes {
-		counts[c.Action]++
-		label := fmt.Sprintf("%s %s", c.Kind, c.Name)
-		switch c.Action {
-		case catalog.ActionCreate:
-			fmt.Fprintf(f.IO.Out, "+ %-32s create       %s\n", label, c.Digest)
-		case catalog.ActionUpdate:
-			fmt.Fprintf(f.IO.Out, "~ %-32s new version  %s -> %s\n", label, c.Previous, c.Digest)
-		case catalog.ActionUnchanged:
-			fmt.Fprintf(f.IO.Out, "= %-32s unchanged    %s\n", label, c.Digest)
-		case catalog.ActionRetire:
-			fmt.Fprintf(f.IO.Out, "- %-32s retire       %s\n", label, c.Previous)
-		}
-		if c.Action == catalog.ActionCreate || c.Action == catalog.ActionUpdate {
-			for _, line := range bindingChanges(c.PreviousBindings, c.Bindings) {
-				fmt.Fprintf(f.IO.Out, "    %s\n", line)
-			}
-			catalogcmd.PrintApproveNotes(f.IO.Out, "    note: ", c.ApproveNotes)
-		}
-	}
-	fmt.Fprintf(f.IO.Out, "Plan: %d to create, %d new version(s), %d to retire, %d unchanged.\n",
-		counts[catalog.ActionCreate], counts[catalog.ActionUpdate], counts[catalog.ActionRetire], counts[catalog.ActionUnchanged])
-}
-
-// bindingChanges says, a line per secret, how an env change moves where its secrets may be
-// sent: bound anew, bound elsewhere, or unbound (a secret left in the bundle unbound is
-// handed to the sandbox as it is).
-func bindingChanges(before, after map[string]catalog.Binding) []string {
-	keys := catalog.SortedKeys(after)
-	for _, k := range catalog.SortedKeys(before) {
-		if _, ok := after[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	var lines []string
-	for _, k := range keys {
-		b, bound := after[k]
-		was, wasBound := before[k]
-		switch {
-		case bound && !wasBound:
-			lines = append(lines, fmt.Sprintf("bind   %s -> %s", k, catalogcmd.FmtBinding(b)))
-		case !bound:
-			lines = append(lines, fmt.Sprintf("unbind %s (was -> %s)", k, catalogcmd.FmtBinding(was)))
-		case !slices.Equal(b.Hosts, was.Hosts) || !slices.Equal(b.Headers, was.Headers):
-			lines = append(lines, fmt.Sprintf("rebind %s -> %s (was -> %s)", k, catalogcmd.FmtBinding(b), catalogcmd.FmtBinding(was)))
-		}
-	}
-	return lines
 }

@@ -3,16 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/catalog/ccimport"
-	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/catalogcmd"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
-	"github.com/agora-dev/agora/internal/grant"
 )
 
 type subagentImportOptions struct {
@@ -23,22 +19,6 @@ type subagentImportOptions struct {
 	defaults     []ccimport.Tool
 	allow        []string
 	output       string
-}
-
-// importResult is the JSON shape of 'subagent import'.
-type importResult struct {
-	DryRun    bool               `json:"dry_run"`
-	Applied   bool               `json:"applied"`
-	Subagents []importedSubagent `json:"subagents"`
-	Skipped   []ccimport.Skipped `json:"skipped"`
-	Changes   []provision.Change `json:"changes"`
-}
-
-// importedSubagent is one file's mapping.
-type importedSubagent struct {
-	File string `json:"file"`
-	Name string `json:"name"`
-	*ccimport.Imported
 }
 
 func newSubagentImportCmd(f *cmdutil.Factory, runF func(*subagentImportOptions) error) *cobra.Command {
@@ -130,13 +110,13 @@ func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
 	if err != nil {
 		return err
 	}
-	res := importResult{DryRun: opts.dryRun, Changes: changes}
-	res.Subagents, res.Skipped = importedOf(set)
+	res := catalogcmd.ImportResult{DryRun: opts.dryRun, Changes: changes}
+	res.Subagents, res.Skipped = catalogcmd.ImportedOf(set)
 	if opts.output != cmdutil.FormatJSON {
-		printImport(f.IO.Out, res)
-		printPlan(f, changes)
+		catalogcmd.PrintImport(f.IO.Out, res)
+		catalogcmd.PrintPlan(f, changes)
 	}
-	if !opts.dryRun && hasWork(changes) {
+	if !opts.dryRun && catalogcmd.HasWork(changes) {
 		done, err := w.Apply(ctx, f.Actor(), "import", changes, set.Summary(f.Actor(), changes))
 		if err != nil {
 			return err
@@ -147,7 +127,7 @@ func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
 		return cmdutil.WriteJSON(f.IO.Out, res)
 	}
 	switch {
-	case !hasWork(changes):
+	case !catalogcmd.HasWork(changes):
 		fmt.Fprintln(f.IO.Out, "Nothing to do: the catalog already holds these subagents.")
 	case opts.dryRun:
 		fmt.Fprintln(f.IO.Out, "Dry run: nothing was changed.")
@@ -155,65 +135,4 @@ func subagentImportRun(ctx context.Context, opts *subagentImportOptions) error {
 		fmt.Fprintln(f.IO.Out, "Imported.")
 	}
 	return nil
-}
-
-// importedOf lists the subagent files of sets, mapped, and the files they skipped.
-func importedOf(sets ...*ccimport.Set) ([]importedSubagent, []ccimport.Skipped) {
-	subs, skipped := []importedSubagent{}, []ccimport.Skipped{}
-	for _, set := range sets {
-		for _, im := range set.Agents {
-			subs = append(subs, importedSubagent{File: im.Agent.File, Name: im.Agent.Name, Imported: im})
-		}
-		skipped = append(skipped, set.Skipped...)
-	}
-	return subs, skipped
-}
-
-// printImport writes each file's mapping, tool by tool, for people.
-func printImport(w io.Writer, res importResult) {
-	for _, s := range res.Subagents {
-		fmt.Fprintf(w, "%s -> subagent %s (claude-code), capability %s\n", s.File, s.Name, s.Capability)
-		if s.DefaultTools {
-			fmt.Fprintf(w, "  (the file lists no tools: --default-tools gives them)\n")
-		}
-		for _, t := range s.Tools {
-			line := "  "
-			if t.Line > 0 {
-				line = fmt.Sprintf("  line %d: ", t.Line)
-			}
-			fmt.Fprintf(w, "%s%s -> %s", line, t.Entry, grantString(t.Grant))
-			if len(t.Claude) > 0 {
-				fmt.Fprintf(w, " (claude: %s)", strings.Join(t.Claude, ", "))
-			}
-			if t.Note != "" {
-				fmt.Fprintf(w, "; %s", t.Note)
-			}
-			fmt.Fprintln(w)
-		}
-		model := cmdutil.OrDash(s.Model)
-		if s.ModelNote != "" {
-			model += " (" + s.ModelNote + ")"
-		}
-		fmt.Fprintf(w, "  model: %s\n", model)
-		fmt.Fprintf(w, "  grant: %s\n", grantString(s.Grant))
-	}
-	for _, sk := range res.Skipped {
-		fmt.Fprintf(w, "skipped %s: %s\n", sk.File, sk.Reason)
-	}
-}
-
-// grantString is a grant on one line: its tools, then its command patterns quoted, then
-// its egress hosts; "nothing" when it is empty.
-func grantString(g grant.Set) string {
-	parts := append([]string{}, g.Tools...)
-	for _, c := range g.Commands {
-		parts = append(parts, strconv.Quote(c))
-	}
-	for _, r := range g.Egress {
-		parts = append(parts, "egress "+r.String())
-	}
-	if len(parts) == 0 {
-		return "nothing"
-	}
-	return strings.Join(parts, " ")
 }
