@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/apply"
 	"github.com/agora-dev/agora/internal/cli/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/env"
@@ -163,7 +164,7 @@ func groups() []group {
 		{"subagent", newSubagentCmd},
 		{"env", env.NewCmd},
 		{"workspace", workspace.NewCmd},
-		{"apply", func(f *cmdutil.Factory) *cobra.Command { return newApplyCmd(f, nil) }},
+		{"apply", func(f *cmdutil.Factory) *cobra.Command { return apply.NewCmd(f, nil) }},
 		{"audit", audit.NewCmd},
 		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},
 		{"dispatch", newDispatchCmd},

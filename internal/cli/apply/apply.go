@@ -1,4 +1,7 @@
-package cli
+// Package apply is `agora apply`: it reconciles the catalog with an agora-manifest.yaml
+// (internal/deploy plans it) in one transaction, all or nothing, through the privileged
+// writer. Deploy time only: people and reviewed CI.
+package apply
 
 import (
 	"context"
@@ -31,7 +34,7 @@ type applyResult struct {
 	Imported []catalogcmd.ImportedSubagent `json:"imported,omitempty"`
 }
 
-func newApplyCmd(f *cmdutil.Factory, runF func(*applyOptions) error) *cobra.Command {
+func NewCmd(f *cmdutil.Factory, runF func(*applyOptions) error) *cobra.Command {
 	opts := &applyOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "apply -f agora-manifest.yaml [--dry-run] [--prune]",
