@@ -161,12 +161,12 @@ func printCapability(w io.Writer, v catalog.Version, out capabilityShow, total i
 	fmt.Fprintf(w, "description: %s\n", cmdutil.OrDash(v.Meta.Description))
 	if g != nil {
 		fmt.Fprintf(w, "tools:       %s\n", cmdutil.OrDash(strings.Join(g.Tools, ", ")))
-		fmt.Fprintf(w, "commands:    %s\n", cmdutil.OrDash(quoteAll(g.Commands)))
-		fmt.Fprintf(w, "egress:      %s\n", cmdutil.OrDash(strings.Join(ruleStrings(g.Egress), ", ")))
+		fmt.Fprintf(w, "commands:    %s\n", cmdutil.OrDash(cmdutil.QuoteAll(g.Commands)))
+		fmt.Fprintf(w, "egress:      %s\n", cmdutil.OrDash(strings.Join(cmdutil.RuleStrings(g.Egress), ", ")))
 		fmt.Fprintf(w, "approve:     %s\n", cmdutil.OrDash(approveStrings(g.Approve)))
 		fmt.Fprintf(w, "network:     %s\n", g.Network)
 		fmt.Fprintf(w, "setup:       %s\n", cmdutil.OrDash(g.Setup))
-		fmt.Fprintf(w, "overlay:     %s\n", cmdutil.OrDash(quoteAll(g.Overlay)))
+		fmt.Fprintf(w, "overlay:     %s\n", cmdutil.OrDash(cmdutil.QuoteAll(g.Overlay)))
 	}
 	if len(out.ApproveNotes) > 0 {
 		fmt.Fprintln(w, "approve rules cannot see:")
@@ -192,12 +192,4 @@ func approveStrings(rules []grant.ApproveRule) string {
 		out[i] = r.String()
 	}
 	return strings.Join(out, ", ")
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, ", ")
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress/proxy"
-	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lifecycle"
 )
@@ -157,7 +156,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	fmt.Fprintf(w, "timeout:   %s\n", time.Duration(r.Timeout))
 	fmt.Fprintf(w, "actor:     %s\n", r.Actor)
 	if g := r.Grants; g != nil {
-		fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", orNone(g.Tools), orNone(g.Commands), orNone(ruleStrings(g.Egress)))
+		fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", cmdutil.OrNone(g.Tools), cmdutil.OrNone(g.Commands), cmdutil.OrNone(cmdutil.RuleStrings(g.Egress)))
 	}
 	if b := r.RuntimeBinary; b != nil {
 		fmt.Fprintf(w, "runtime:   %s (%s, sha256 %s, bound read-only at %s)\n", b.HostPath, b.Version, b.SHA256, b.Path)
@@ -616,23 +615,6 @@ func dispatchResumeRun(ctx context.Context, opts *dispatchResumeOptions) error {
 		return err
 	}
 	return runDispatch(ctx, opts.f, req, opts.detach, opts.output, opts.f.IO.ErrTTY)
-}
-
-// orNone quotes a grant list, or says it is empty.
-func orNone(items []string) string {
-	if len(items) == 0 {
-		return "(none)"
-	}
-	return quoteAll(items)
-}
-
-// ruleStrings is each egress rule as people read it: host[:port], then methods and paths.
-func ruleStrings(rules []grant.EgressRule) []string {
-	out := make([]string, len(rules))
-	for i, r := range rules {
-		out[i] = r.String()
-	}
-	return out
 }
 
 // printNet writes what the dispatch's egress proxy saw: hosts reached and refused, with

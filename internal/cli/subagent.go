@@ -284,7 +284,7 @@ func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, gran
 		fmt.Fprintf(w, "budget:       %s (a dispatch may narrow it)\n", doc.Budget)
 	}
 	if len(doc.Command) > 0 {
-		fmt.Fprintf(w, "command:      %s\n", quoteAll(doc.Command))
+		fmt.Fprintf(w, "command:      %s\n", cmdutil.QuoteAll(doc.Command))
 	}
 	fmt.Fprintf(w, "capabilities:\n")
 	if len(doc.Capabilities) == 0 {
@@ -294,9 +294,9 @@ func printSubagent(w io.Writer, v catalog.Version, doc catalog.SubagentDoc, gran
 		fmt.Fprintf(w, "  %s@%s\n", p.Name, p.Digest)
 	}
 	fmt.Fprintf(w, "grants (the union of its capabilities; a dispatch may narrow them):\n")
-	fmt.Fprintf(w, "  tools:     %s\n", orNone(grants.Tools))
-	fmt.Fprintf(w, "  commands:  %s\n", orNone(grants.Commands))
-	fmt.Fprintf(w, "  egress:    %s\n", orNone(ruleStrings(grants.Egress)))
+	fmt.Fprintf(w, "  tools:     %s\n", cmdutil.OrNone(grants.Tools))
+	fmt.Fprintf(w, "  commands:  %s\n", cmdutil.OrNone(grants.Commands))
+	fmt.Fprintf(w, "  egress:    %s\n", cmdutil.OrNone(cmdutil.RuleStrings(grants.Egress)))
 	fmt.Fprintf(w, "system prompt:\n")
 	if doc.SystemPrompt == "" {
 		fmt.Fprintf(w, "  (none)\n")
