@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/budget"
-	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -59,15 +57,6 @@ func TestPrintRecord_Usage(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("describe output lacks %q:\n%s", want, b.String())
 		}
-	}
-}
-
-// TestPrintSubagent_Budget: subagent show names the subagent's budget.
-func TestPrintSubagent_Budget(t *testing.T) {
-	var b bytes.Buffer
-	printSubagent(&b, catalog.Version{Name: "fixer"}, catalog.SubagentDoc{Runtime: "openai", Budget: budget.Budget{USD: 0.5, ModelCalls: 20}}, grant.Set{})
-	if want := "budget:       usd 0.5, model_calls 20 (a dispatch may narrow it)\n"; !strings.Contains(b.String(), want) {
-		t.Errorf("show output lacks %q:\n%s", want, b.String())
 	}
 }
 

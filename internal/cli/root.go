@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/env"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
 	"github.com/agora-dev/agora/internal/cli/selftest"
+	"github.com/agora-dev/agora/internal/cli/subagent"
 	"github.com/agora-dev/agora/internal/cli/verify"
 	"github.com/agora-dev/agora/internal/cli/version"
 	"github.com/agora-dev/agora/internal/cli/workspace"
@@ -161,7 +162,7 @@ func groups() []group {
 	return []group{
 		{"init", func(f *cmdutil.Factory) *cobra.Command { return initcmd.NewCmd(f, nil) }},
 		{"capability", newCapabilityCmd},
-		{"subagent", newSubagentCmd},
+		{"subagent", subagent.NewCmd},
 		{"env", env.NewCmd},
 		{"workspace", workspace.NewCmd},
 		{"apply", func(f *cmdutil.Factory) *cobra.Command { return apply.NewCmd(f, nil) }},

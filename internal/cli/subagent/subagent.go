@@ -1,4 +1,7 @@
-package cli
+// Package subagent is `agora subagent`: register, assign, list, show and retire subagents (an
+// agent role: runtime, prompt, capabilities, budget), and import Claude Code subagent files
+// (.claude/agents) as subagents with their tools' capability.
+package subagent
 
 import (
 	"context"
@@ -23,7 +26,7 @@ import (
 // maxSpecFileSize caps subagent YAML files and prompt files read from disk.
 const maxSpecFileSize = 2 << 20
 
-func newSubagentCmd(f *cmdutil.Factory) *cobra.Command {
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "subagent",
 		Short: "Register and inspect subagents (agent roles)",
