@@ -8,9 +8,8 @@ import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
-// The names of internal/cli/cmdutil that the dispatch and orch files still in this package
-// use unqualified: they move to their own noun packages last (the warm path moves below the
-// CLI first), and these go with them.
+// The names of internal/cli/cmdutil that the dispatch and orch files of this package use
+// unqualified; a file that moves to its noun's package uses cmdutil's own names instead.
 
 type (
 	// Factory is [cmdutil.Factory]: cmd/agora-full and the tests that drive the whole tree

@@ -1,6 +1,7 @@
-// Package cli is agora's command line: cobra commands, a file per noun. Commands parse and
-// validate flags, call one domain package, and format the result. Only this package renders
-// errors for people and picks exit codes.
+// Package cli is agora's command line: the root that wires one package per noun
+// (internal/cli/<noun>) into the tree, the composition root that builds what commands open
+// (dispatcher, providers, anchors), and the dispatch and orch commands. Only this package renders
+// errors for people and picks exit codes (cmdutil holds the table).
 package cli
 
 import (
