@@ -51,7 +51,9 @@ type Factory struct {
 	OrchClient func(context.Context) (*client.Client, error)
 }
 
-// NewFactory returns a factory over the given streams and environment.
+// NewFactory returns a factory over the given streams and environment, without the
+// composition root's builders (nil): internal/cli's NewFactory sets them for a process, and a
+// test of one command that needs none builds its factory here.
 func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
 	return &Factory{IO: io, Getenv: getenv, Now: time.Now}
 }
