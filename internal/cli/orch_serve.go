@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agora-dev/agora/internal/home"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"time"
-
-	"github.com/agora-dev/agora/internal/home"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
