@@ -13,7 +13,8 @@
 #                                      /agora/bin, over the toolchain's busybox and git:
 #                                      `agora orch serve` in a cluster, with repositories.
 #   localhost/agora-toolchain:<hash>   FROM scratch, busybox-static and git copied from this
-#                                      host: what the container tests run the worker in.
+#                                      host, with curl and perl: what the container tests
+#                                      run the worker in, and agora selftest attacks from.
 #
 # Each image is rebuilt only when its inputs change (a label on the image records their
 # hash). The last lines printed are the digest references to put in agora.yaml:
@@ -97,12 +98,13 @@ copy_elf() {
   done
 }
 
-# install_missing: busybox-static and git, when missing and this shell may install packages
+# install_missing: busybox-static, git and curl, when missing and this shell may install packages
 # (root, or passwordless sudo, with apt-get), as scripts/k8s-node.sh does; else say how.
 install_missing() {
   local need=() sudo=()
   [ -x /bin/busybox ] || need+=(busybox-static)
   [ -x /usr/bin/git ] || need+=(git)
+  [ -x /usr/bin/curl ] || need+=(curl)
   [ ${#need[@]} -eq 0 ] && return 0
   if ! command -v apt-get >/dev/null ||
     { [ "$(id -u)" != 0 ] && ! { command -v sudo >/dev/null && sudo -n true 2>/dev/null; }; }; then
@@ -142,6 +144,25 @@ make_rootfs() {
   printf 'root:x:0:\nnogroup:x:65534:\n' >"$rootfs/etc/group"
 }
 
+# add_attack_tools ROOTFS: curl and perl (perl-base: the interpreter and its core modules,
+# POSIX and Socket among them) copied from this host into ROOTFS. agora selftest's network
+# and gateway attacks speak HTTP with curl and its process and socket attacks are perl, so
+# in the toolchain image they run rather than report the tool missing (docs/selftest.md).
+# Only the toolchain image has them: the agora image needs neither.
+add_attack_tools() {
+  local rootfs=$1 f
+  copy_elf /usr/bin/curl "$rootfs"
+  copy_elf /usr/bin/perl "$rootfs"
+  for f in $(dpkg-query -L perl-base | grep '^/usr/lib/'); do
+    if [ -f "$f" ] || [ -L "$f" ]; then copy_at "$f" "$rootfs"; fi
+  done
+}
+
+# attack_tools_inputs: what add_attack_tools copies, as package versions.
+attack_tools_inputs() {
+  dpkg-query -W curl libcurl4 perl-base 2>/dev/null
+}
+
 # rootfs_inputs: what make_rootfs copies, as package versions, for an image's inputs hash.
 rootfs_inputs() {
   dpkg-query -W busybox-static git git-man ca-certificates libc6 2>/dev/null
@@ -150,21 +171,22 @@ rootfs_inputs() {
 need_rootfs_tools() {
   local f
   install_missing
-  for f in /bin/busybox /usr/bin/git; do
-    [ -x "$f" ] || { echo "agora images: $f is missing: apt-get install busybox-static git" >&2; exit 2; }
+  for f in /bin/busybox /usr/bin/git /usr/bin/curl /usr/bin/perl; do
+    [ -x "$f" ] || { echo "agora images: $f is missing: apt-get install busybox-static git curl perl-base" >&2; exit 2; }
   done
 }
 
 build_toolchain() {
   local ctx inputs tag
   need_rootfs_tools
-  inputs=$( { cat "$root/images/agora-toolchain.Containerfile" "$0"; rootfs_inputs; } | sha256sum | cut -c1-16)
+  inputs=$( { cat "$root/images/agora-toolchain.Containerfile" "$0"; rootfs_inputs; attack_tools_inputs; } | sha256sum | cut -c1-16)
   tag="localhost/agora-toolchain:$inputs"
   if [ "$(current "$tag")" != "$inputs" ]; then
     echo "agora images: building $tag" >&2
     ctx=$(mktemp -d)
     trap 'rm -rf "$ctx"' RETURN
     make_rootfs "$ctx/rootfs"
+    add_attack_tools "$ctx/rootfs"
     cp "$root/images/agora-toolchain.Containerfile" "$ctx/Containerfile"
     podman build -q --label "agora.inputs=$inputs" -t "$tag" "$ctx" >/dev/null
   fi
