@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,6 +123,21 @@ func TestReport_SummaryAndDigest(t *testing.T) {
 	rep.finish(0)
 	if rep.Digest == d || rep.OK() || !strings.HasPrefix(rep.Digest, "sha256:") {
 		t.Errorf("digest %s after a row changed (was %s), OK %v", rep.Digest, d, rep.OK())
+	}
+}
+
+// TestReport_ClassTimes: each class's rows counted and their seconds summed, most first.
+func TestReport_ClassTimes(t *testing.T) {
+	rep := &Report{Rows: []Row{
+		{ID: "a", Class: "network", Seconds: 1.5},
+		{ID: "b", Class: "host-read", Seconds: 4},
+		{ID: "c", Class: "network", Seconds: 2.25},
+		{ID: "d", Class: "audit", Seconds: 0.5},
+	}}
+	rep.finish(0)
+	want := []ClassTime{{"host-read", 1, 4}, {"network", 2, 3.75}, {"audit", 1, 0.5}}
+	if !slices.Equal(rep.Classes, want) {
+		t.Errorf("Classes = %v, want %v", rep.Classes, want)
 	}
 }
 
