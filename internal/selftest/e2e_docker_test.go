@@ -11,9 +11,10 @@ import (
 
 // TestSelftest_DockerCorpus runs the corpus (providerSlice: a slice of it unless WholeEnv) on a `provider: docker` target through
 // podman's Docker API, in the toolchain image the container tests use (busybox and git:
-// scripts/images.sh toolchain). No attack may be seen allowed, every legitimate operation
-// that ran must work, and the only rows that may fail are those whose tool the image does not
-// have (curl, perl: not run, saying which) or whose control the host does not enforce.
+// scripts/images.sh toolchain: busybox, git, curl and perl). No attack may be seen allowed,
+// every legitimate operation that ran must work, and the only rows that may fail are those
+// whose tool the image does not have (python3, go: not run, saying which) or whose control
+// the host does not enforce.
 func TestSelftest_DockerCorpus(t *testing.T) {
 	needTools(t)
 	host, image := os.Getenv("DOCKER_HOST"), os.Getenv("AGORA_TOOLCHAIN_IMAGE")
