@@ -10,8 +10,8 @@ import (
 )
 
 // TestSelftest_DockerCorpus runs the corpus (providerSlice: a slice of it unless WholeEnv) on a `provider: docker` target through
-// podman's Docker API, in the toolchain image the container tests use (busybox and git:
-// scripts/images.sh toolchain: busybox, git, curl and perl). No attack may be seen allowed,
+// podman's Docker API, in the toolchain image the container tests use (scripts/images.sh
+// toolchain: busybox, git, curl and perl). No attack may be seen allowed,
 // every legitimate operation that ran must work, and the only rows that may fail are those
 // whose tool the image does not have (python3, go: not run, saying which) or whose control
 // the host does not enforce.
