@@ -51,6 +51,7 @@ func checkContained(t *testing.T, rep selftest.Report, known map[string]string) 
 		case r.Pass:
 		case r.Seen == selftest.NotRun && strings.Contains(r.Evidence, "is not installed in the sandbox"):
 			missing = append(missing, r.ID)
+			t.Logf("%s: not run: %s", r.ID, r.Evidence)
 		case r.Seen == selftest.NotEnforced:
 			t.Logf("%s: not enforced here: %s", r.ID, r.Evidence)
 		default:
