@@ -125,7 +125,7 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 		case "refused":
 			return Blocked, "refused: " + said + " (" + rec + ")"
 		}
-		return NotRun, "the program left no report (" + rec + ")"
+		return NotRun, "the program left no report (" + rec + ": " + s.rec.Detail + ")"
 	case ObserveSecret:
 		if strings.Contains(said, r.secret) {
 			return Allowed, "the program read the host's secret"
