@@ -53,7 +53,7 @@ targets:
 	rep := res.Reports[0]
 	logTimes(t, rep)
 	checkContained(t, rep, map[string]string{
-		"res-memory": "the allocation past the pod's memory limit ends the worker with the agent: the worker container terminates OOMKilled, the dispatch fails worker-failed with no report, where docker's OOM killer takes the agent's process alone",
+		"res-memory": "the kernel's OOM killer ends the agent's perl alone, as on docker, yet no result of the worker reaches the host: its container is reported terminated OOMKilled and the dispatch fails worker-failed with no report",
 	})
 	if code != 0 && rep.Failed == 0 {
 		t.Errorf("exit %d with no failed row", code)
