@@ -23,6 +23,8 @@ var leaves = []struct {
 	{"internal/verdict", []string{"internal/strictjson", "internal/jcs"}, "a verify gate's spec and verdict are shared by plans, dispatch, the orchestrator, the CLI, MCP and the web view; it depends on none of them"},
 	{"internal/lifecycle", nil, "the states of dispatches, tasks and runs and the reasons they fail are spelled once for the worker, dispatch, the orchestrator and every reader; it depends on none of them"},
 	{"internal/shellwords", nil, "the one reader of the shell lines grants judge, shared by the codex runtime and the Claude Code hook; it depends on nothing"},
+	{"internal/cli/words", nil, "a command line a person typed, split for the CLI; its fuzz binary links it alone, not the command tree (CI instruments and links each fuzz package's whole graph)"},
+	{"internal/cli/outdir", nil, "the writer of files where a person points; its fuzz binary links it alone, not the command tree"},
 }
 
 // TestLeaves keeps the leaf packages leaves.

@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "compute/container/slots"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -31,14 +31,12 @@ var readAllowed = map[string]string{
 	"dispatch/stack.go:sweepStackScratch: os.ReadDir":             "AGORA_HOME/dispatches/.stack, where accept builds stacked bases on the host before any stage or sandbox exists; no sandbox binds it, and only the names and times of its entries are read, to remove old ones",
 	"dispatch/warmk8s.go:k8sHomes: os.ReadFile":                   "AGORA_HOME/keys/audit.pub, the home's public audit key made by agora init (0600); no sandbox binds AGORA_HOME/keys, and its bytes only go into the hash of the slots' home label (red team 33)",
 	"dispatch/warmdocker.go:sweepDocker: os.Stat":                 "asks whether AGORA_HOME/gateway, the host's own directory, exists (no holder ever ran otherwise); reads no byte",
-	"dispatch/warmk8s.go:placeIsFile: os.Stat":                    "the template's bind source (a host-made bundle, capability files, inputs or runtime binary: read-only in every sandbox), for its type only",
-	"dispatch/warmk8s.go:sweepK8sSlots: os.Lstat":                 "asks whether AGORA_HOME/gateway/slots/ID (the host's own slot directory; ID checked by remote.ValidSlotID first) still exists; reads no byte, and no pod reaches the directory",
 	"cli/dispatch_handoff.go:ownPrivate: os.Lstat":                "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
 	"cli/dispatch_resident_start.go:openResidentLog: os.OpenFile": "creates or appends AGORA_HOME/orch/resident.log in this user's 0700 orch/ (no sandbox binds it), write-only, O_NOFOLLOW|O_NONBLOCK, regular files only",
 	"cli/orch_handoff.go:newHandoffRunner: os.Stat":               "/proc/self/exe, serve's own executable",
 	"cli/orch_gatewarn.go:enclosingRepo: os.Lstat":                "the person's current directory and its parents, looking for .git (orch validate; no sandbox is involved)",
 	"cli/orch_handoff.go:fileSum: os.ReadFile":                    "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), hashed to tell an edit since serve started",
-	"cli/selftest.go:selftestRun: os.ReadFile":                    "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), whose target node selftest copies into its throw-away home",
+	"cli/selftest/selftest.go:selftestRun: os.ReadFile":           "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), whose target node selftest copies into its throw-away home",
 	"cli/orch_handoff.go:isRunning: os.Stat":                      "serve's own executable path, to tell a replacement since it started",
 	"cli/orch_handoff.go:peerNotAgora: os.Readlink":               "/proc/PID/exe of the peer of orch.sock (or of resident.sock, for --stop): the kernel's link",
 	"cli/orch_handoff.go:peerNotAgora: os.ReadFile":               "/proc/PID/cmdline of the same peer: the kernel's file, at most ARG_MAX",
@@ -73,15 +71,15 @@ var readAllowed = map[string]string{
 	"dispatch/gateway.go:removeGatewayEntry: os.Lstat":            "the stage's gateway link, the supervisor's own, never bound into a sandbox; its target must be a /tmp/agora-gw-* directory",
 	"dispatch/gateway.go:removeGatewayEntry: os.Readlink":         "the same link",
 	"cli/completion.go:existingHome: os.Stat":                     "AGORA_HOME's agora.db, to complete without creating a home; never a stage",
-	"cli/audit.go:auditExportRun: os.Lstat":                       "the --out path a person names",
+	"cli/audit/audit.go:auditExportRun: os.Lstat":                 "the --out path a person names",
 	"cli/dispatch.go:splitRepo: os.Stat":                          "the --repo path a person names",
 	"cli/mcp.go:readTokensFile: os.Stat":                          "the tokens file a person names",
 	"cli/orch_web_oidc.go:webOIDCSecret: os.OpenFile":             "the web view's client secret file agora.yaml names (auth.oidc.web.client_secret_file), opened once, O_NONBLOCK, regular files only",
 	"cli/orch_client.go:orchValidateRun: os.Stat":                 "the plan path a person names",
-	"cli/writeout.go:openSubdir: unix.Openat":                     "below a directory a person names, one component at a time, never through a link",
-	"cli/writeout.go:createAt: unix.Openat":                       "creates a file there with O_EXCL|O_NOFOLLOW",
-	"cli/writeout.go:sameFile: unix.Openat":                       "reads back a file there with O_NOFOLLOW",
-	"cli/writeout.go:writeOutFile: os.Lstat":                      "the --out path a person names, checked for a link",
+	"cli/outdir/outdir.go:openSubdir: unix.Openat":                "below a directory a person names, one component at a time, never through a link",
+	"cli/outdir/outdir.go:createAt: unix.Openat":                  "creates a file there with O_EXCL|O_NOFOLLOW",
+	"cli/outdir/outdir.go:sameFile: unix.Openat":                  "reads back a file there with O_NOFOLLOW",
+	"cli/outdir/outdir.go:WriteFile: os.Lstat":                    "the --out path a person names, checked for a link",
 	"dispatch/capfiles.go:stageCapabilityFiles: os.OpenRoot":      "the capability's directory it has just made in the stage, to write the catalog's files into, before any sandbox exists",
 	"dispatch/capfiles.go:setDirModes: unix.Openat":               "the capability layout's directories, opened only to list and chmod them, one component at a time with O_NOFOLLOW|O_DIRECTORY: no link is followed and no file's content is read",
 	"dispatch/stage.go:heldStages: os.ReadDir":                    "lists dispatches/.held/, the host's own index",
@@ -99,10 +97,10 @@ var readAllowed = map[string]string{
 	"dispatch/detach/log.go:openSupervisorLog: os.OpenFile":       "the same log, opened write-only, O_APPEND|O_NOFOLLOW, as a supervisor's stderr; no byte is read",
 	"dispatch/trust.go:readSystemTrust: os.Open":                  "the host's system trust store (/etc/ssl/certs/ca-certificates.crt), copied into the sandbox's",
 	"cli/orch_client.go:readPlan: capped.ReadFile":                "a plan file a person names",
-	"cli/subagent.go:readLimited: capped.ReadFile":                "a file a person names",
-	"cli/verify.go:readBundle: os.Open":                           "the bundle a person names",
-	"cli/verify.go:openBundle: os.Open":                           "the bundle a person names, opened to be streamed when it is large; the verifier reads it by offset and trusts none of its bytes",
-	"cli/audit.go:checkpointerFor: os.ReadFile":                   "keys/audit.pub in AGORA_HOME",
+	"cli/cmdutil/readfile.go:ReadLimited: capped.ReadFile":        "a file a person names",
+	"cli/verify/verify.go:readBundle: os.Open":                    "the bundle a person names",
+	"cli/verify/verify.go:openBundle: os.Open":                    "the bundle a person names, opened to be streamed when it is large; the verifier reads it by offset and trusts none of its bytes",
+	"cli/anchors.go:checkpointerFor: os.ReadFile":                 "keys/audit.pub in AGORA_HOME",
 	// Replication and restore: AGORA_HOME's own files and the directories the operator names.
 	"cli/replicate.go:startReplication: os.ReadFile":  "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
 	"cli/gc_replica.go:pruneReplicas: os.ReadFile":    "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
@@ -111,8 +109,8 @@ var readAllowed = map[string]string{
 	"cli/replicate_anchor.go:replicating: os.Open":    "the same lock file, opened only to probe whether a serve holds it (flock, never read)",
 	"cli/restore.go:restoreCheckAnchors: os.ReadFile": "keys/audit.pub of the home restore just made (--to, a new directory)",
 	"cli/restore.go:emptyDir: os.Open":                "the --to directory a person names, only listed to refuse a non-empty one",
-	"cli/writeout.go:openOutDir: os.OpenFile":         "opens the --to directory a person names, to write into",
-	"cli/writeout.go:writeOutFile: os.OpenFile":       "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
+	"cli/outdir/outdir.go:Open: os.OpenFile":          "opens the --to directory a person names, to write into",
+	"cli/outdir/outdir.go:WriteFile: os.OpenFile":     "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
 
 	// Docker warm slots (compute/container/slots): the holder's gateway directory, and the
 	// claiming dispatch's read-only bind sources copied into a slot's places.

@@ -36,7 +36,7 @@ const (
 	residentSocket = "resident.sock" // internal/cli's: the resident dispatcher's
 )
 
-// Exit codes the front ends with itself (internal/cli/exitcode.go).
+// Exit codes the front ends with itself (internal/cli/cmdutil/exitcode.go).
 const (
 	exitError       = 1
 	exitUsage       = 2

@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // An agent's question reaches a person's terminal: no escape sequence may pass through.
@@ -17,15 +18,8 @@ func TestAgentText(t *testing.T) {
 		"bad utf8 \xff":                    "bad utf8 \uFFFD",
 		"tab\tkept, ünïcödé kept":          "tab\tkept, ünïcödé kept",
 	} {
-		if got := agentText(in); got != want {
+		if got := cmdutil.AgentText(in); got != want {
 			t.Errorf("agentText(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-func TestGitNamedPaths(t *testing.T) {
-	stderr := "Performing three-way merge...\nerror: patch failed: greetings.txt:1\nApplied patch to 'greetings.txt' with conflicts.\nerror: docs/new.md: already exists in index\nU greetings.txt\n"
-	if got := gitNamedPaths(stderr); strings.Join(got, ",") != "greetings.txt,docs/new.md" {
-		t.Errorf("gitNamedPaths = %q", got)
 	}
 }

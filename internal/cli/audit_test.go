@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 type runResult struct {
@@ -21,7 +22,7 @@ type runResult struct {
 func runAgora(t *testing.T, env map[string]string, args ...string) runResult {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	ios := &cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	ios := &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
 	f := cli.NewFactory(ios, func(k string) string { return env[k] })
 	defer f.Close()
 	code := cli.Run(context.Background(), f, args)
@@ -74,8 +75,8 @@ func TestAuditLog(t *testing.T) {
 	if r := runAgora(t, env, "audit", "log", "--kind", "dispatch.*", "--output", "json"); strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("no matching entries: got %q, want []", r.stdout)
 	}
-	if r := runAgora(t, env, "audit", "log", "--since", "yesterday"); r.code != cli.ExitUsage {
-		t.Errorf("bad --since: got code %d, want %d", r.code, cli.ExitUsage)
+	if r := runAgora(t, env, "audit", "log", "--since", "yesterday"); r.code != cmdutil.ExitUsage {
+		t.Errorf("bad --since: got code %d, want %d", r.code, cmdutil.ExitUsage)
 	}
 }
 
@@ -106,7 +107,7 @@ func TestAuditCheckpoint(t *testing.T) {
 func TestAuditCheckpoint_AnchorFailureExits1(t *testing.T) {
 	env := auditHome(t, "audit:\n  anchors:\n    - {type: command, argv: [/bin/sh, -c, 'cat >/dev/null; exit 9']}\n")
 	r := runAgora(t, env, "audit", "checkpoint")
-	if r.code != cli.ExitError || !strings.Contains(r.stderr, "exit status 9") || !strings.Contains(r.stdout, "\n3\n") {
+	if r.code != cmdutil.ExitError || !strings.Contains(r.stderr, "exit status 9") || !strings.Contains(r.stdout, "\n3\n") {
 		t.Errorf("got %+v, want the checkpoint printed and exit 1 naming the anchor failure", r)
 	}
 }
@@ -127,7 +128,7 @@ func TestAuditExport(t *testing.T) {
 	if r := runAgora(t, env, "audit", "export", "--out", out, "--force", "--kind", "dispatch.*"); r.code == 0 || !strings.Contains(r.stderr, "no audit entries selected") {
 		t.Errorf("export of nothing: %+v, want no audit entries selected", r)
 	}
-	if r := runAgora(t, env, "audit", "export"); r.code != cli.ExitUsage {
-		t.Errorf("export without --out: got code %d, want %d", r.code, cli.ExitUsage)
+	if r := runAgora(t, env, "audit", "export"); r.code != cmdutil.ExitUsage {
+		t.Errorf("export without --out: got code %d, want %d", r.code, cmdutil.ExitUsage)
 	}
 }

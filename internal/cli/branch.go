@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/gitbranch"
@@ -128,7 +129,7 @@ func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip [
 			w.repo = r.Repo // a workspace run: its repository, as the dispatcher resolved it
 		}
 		if r.Revision != w.base {
-			return w, fmt.Errorf("task %s ran on commit %s, the run on %s: one branch needs one base", t.ID, orDash(r.Revision), w.base)
+			return w, fmt.Errorf("task %s ran on commit %s, the run on %s: one branch needs one base", t.ID, cmdutil.OrDash(r.Revision), w.base)
 		}
 		c, err := dispatchChange(h.Blobs, r, t.ID, run.ID)
 		if err != nil {
@@ -149,7 +150,7 @@ func checkSkip(run string, tasks, order []api.Task, skip []string) error {
 			for i, t := range order {
 				ids[i] = t.ID
 			}
-			return fmt.Errorf("--skip %q: run %s has no succeeded task %q whose work the branch takes; those are: %s", id, run, id, orDash(strings.Join(ids, ", ")))
+			return fmt.Errorf("--skip %q: run %s has no succeeded task %q whose work the branch takes; those are: %s", id, run, id, cmdutil.OrDash(strings.Join(ids, ", ")))
 		}
 	}
 	if len(skip) == 0 {
@@ -205,19 +206,19 @@ func (w branchWork) check(what string) error {
 }
 
 // writeBranch makes the branch and prints what it made, or the conflict and how to go on.
-func writeBranch(ctx context.Context, f *Factory, w branchWork, branch string) error {
+func writeBranch(ctx context.Context, f *cmdutil.Factory, w branchWork, branch string) error {
 	res, err := gitbranch.Create(ctx, branch, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes, When: f.Now()})
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
 		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s. Nothing was created. "+
 			"To go on: review that patch against the others (agora dispatch patch ID), %s, "+
 			"or print one patch of everything (--combined) and resolve it by hand",
-			ce.Label, conflictWhere(ce), without(w, ce.Label, branch))
+			ce.Label, ce.Where(), without(w, ce.Label, branch))
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.Out, "branch %s at %s: %s on %s\n", branch, short(res.Head), plural(len(res.Commits), "commit"), short(w.base))
+	fmt.Fprintf(f.IO.Out, "branch %s at %s: %s on %s\n", branch, short(res.Head), cmdutil.Plural(len(res.Commits), "commit"), short(w.base))
 	for _, label := range res.Unchanged {
 		fmt.Fprintf(f.IO.Out, "  no commit for %s: its patch changes nothing on top of the commits before it (the same edit)\n", label)
 	}
@@ -239,77 +240,18 @@ func without(w branchWork, label, branch string) string {
 }
 
 // writeCombined prints one patch of every change, from the base to the result.
-func writeCombined(ctx context.Context, f *Factory, w branchWork) error {
+func writeCombined(ctx context.Context, f *cmdutil.Factory, w branchWork) error {
 	b, err := gitbranch.Combined(ctx, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes})
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
 		return fmt.Errorf("%s does not apply onto the changes before it; conflict in %s: there is no one patch of them",
-			ce.Label, conflictWhere(ce))
+			ce.Label, ce.Where())
 	}
 	if err != nil {
 		return err
 	}
 	_, err = f.IO.Out.Write(b)
 	return err
-}
-
-// conflictWhere names a conflict's files: the unmerged paths, else the paths git's own
-// messages name (two tasks adding one file leaves nothing unmerged), else git's last error.
-// Paths come from agents' patches: escaped.
-func conflictWhere(ce *gitbranch.ConflictError) string {
-	files := ce.Files
-	if len(files) == 0 {
-		files = gitNamedPaths(ce.Git)
-	}
-	if len(files) > 0 {
-		return pathLine(agentText(strings.Join(files, ", ")))
-	}
-	last := ""
-	for _, line := range strings.Split(ce.Git, "\n") {
-		if strings.HasPrefix(line, "error: ") {
-			last = strings.TrimPrefix(line, "error: ")
-		}
-	}
-	return "(git: " + pathLine(agentText(orDash(last))) + ")"
-}
-
-// pathLine keeps a path with a newline from starting a line of its own in the report (a forged
-// "agora: hint:" line): newlines and tabs are written as \n and \t.
-func pathLine(s string) string { return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s) }
-
-// gitPathMessages are git apply's messages that name the path in the way.
-var gitPathMessages = []struct{ prefix, suffix string }{
-	{"error: patch failed: ", ":"},
-	{"error: ", ": already exists in index"},
-	{"error: ", ": does not exist in index"},
-	{"error: ", ": does not match index"},
-	{"Applied patch to '", "' with conflicts."},
-	{"U ", ""},
-}
-
-// gitNamedPaths lists, once each, the paths git apply's stderr names as in the way.
-func gitNamedPaths(stderr string) []string {
-	var out []string
-	for _, line := range strings.Split(stderr, "\n") {
-		for _, m := range gitPathMessages {
-			rest, ok := strings.CutPrefix(line, m.prefix)
-			if !ok {
-				continue
-			}
-			if m.suffix == ":" { // patch failed: PATH:LINE
-				if i := strings.LastIndex(rest, ":"); i > 0 {
-					rest, ok = rest[:i], true
-				}
-			} else if m.suffix != "" {
-				rest, ok = strings.CutSuffix(rest, m.suffix)
-			}
-			if ok && rest != "" && !slices.Contains(out, rest) {
-				out = append(out, rest)
-			}
-			break
-		}
-	}
-	return out
 }
 
 func short(commit string) string {

@@ -6,9 +6,8 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/budget"
-	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
-	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -25,7 +24,7 @@ func TestNewDispatchRunCmd_Budget(t *testing.T) {
 		{args: []string{"--budget-tokens", "5000", "--budget-usd", "0.25", "--budget-calls", "9"}, want: budget.Budget{Tokens: 5000, USD: 0.25, ModelCalls: 9}},
 		{args: []string{"--budget-calls", "-1"}, wantErr: "budget model_calls -1"},
 	} {
-		f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		var got *dispatchRunOptions
 		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
 		cmd.SetArgs(append([]string{"--subagent", "s"}, tt.args...))
@@ -33,7 +32,7 @@ func TestNewDispatchRunCmd_Budget(t *testing.T) {
 		cmd.SetErr(&bytes.Buffer{})
 		err := cmd.Execute()
 		if tt.wantErr != "" {
-			if _, usage := err.(*usageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
+			if _, usage := err.(*cmdutil.UsageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%v: Execute = %v, want a usage error containing %q", tt.args, err, tt.wantErr)
 			}
 			continue
@@ -61,19 +60,10 @@ func TestPrintRecord_Usage(t *testing.T) {
 	}
 }
 
-// TestPrintSubagent_Budget: subagent show names the subagent's budget.
-func TestPrintSubagent_Budget(t *testing.T) {
-	var b bytes.Buffer
-	printSubagent(&b, catalog.Version{Name: "fixer"}, catalog.SubagentDoc{Runtime: "openai", Budget: budget.Budget{USD: 0.5, ModelCalls: 20}}, grant.Set{})
-	if want := "budget:       usd 0.5, model_calls 20 (a dispatch may narrow it)\n"; !strings.Contains(b.String(), want) {
-		t.Errorf("show output lacks %q:\n%s", want, b.String())
-	}
-}
-
 // TestPrintRunHeader_Usage: orch status shows the run's usage against its budget.
 func TestPrintRunHeader_Usage(t *testing.T) {
 	var errOut bytes.Buffer
-	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}, func(string) string { return "" })
+	f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}, func(string) string { return "" })
 	printRunHeader(f, api.Run{ID: "r", Name: "n", State: lifecycle.RunFailed, Budget: &budget.Budget{ModelCalls: 4},
 		Usage: &budget.Usage{InputTokens: 200, OutputTokens: 20, ModelCalls: 4, CostUSD: 0.4}})
 	if want := "usage: 200 in (0 cached), 20 out, 4 calls, $0.4 of budget model_calls 4\n"; !strings.Contains(errOut.String(), want) {

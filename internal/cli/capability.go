@@ -11,10 +11,12 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
+	"github.com/agora-dev/agora/internal/cli/catalogcmd"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-func newCapabilityCmd(f *Factory) *cobra.Command {
+func newCapabilityCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "capability",
 		Short: "Register and inspect capabilities (what a worker may do)",
@@ -28,29 +30,29 @@ files; only those its overlay: patterns name are placed in the workspace as well
 	}
 	cmd.AddCommand(
 		newCapabilityRegisterCmd(f, nil),
-		newListCmd(f, nil, catalog.KindCapability, listColumns{
-			headers: []string{"NAME", "DIGEST", "FILES", "REGISTERED", "DESCRIPTION"},
-			row: func(f *Factory, v catalog.Version) []string {
-				return []string{v.Name, fmtDigest(f.IO, v.Digest), strconv.Itoa(v.Meta.FileCount),
-					fmtTime(f.IO, f.Now(), v.RegisteredAt), truncate(v.Meta.Description, 60)}
+		catalogcmd.NewListCmd(f, nil, catalog.KindCapability, catalogcmd.ListColumns{
+			Headers: []string{"NAME", "DIGEST", "FILES", "REGISTERED", "DESCRIPTION"},
+			Row: func(f *cmdutil.Factory, v catalog.Version) []string {
+				return []string{v.Name, cmdutil.FmtDigest(f.IO, v.Digest), strconv.Itoa(v.Meta.FileCount),
+					cmdutil.FmtTime(f.IO, f.Now(), v.RegisteredAt), cmdutil.Truncate(v.Meta.Description, 60)}
 			},
 		}),
-		newShowCmd(f, nil, catalog.KindCapability, "Show a capability's grants and files", capabilityShowRun),
-		newHistoryCmd(f, nil, catalog.KindCapability),
+		catalogcmd.NewShowCmd(f, nil, catalog.KindCapability, "Show a capability's grants and files", capabilityShowRun),
+		catalogcmd.NewHistoryCmd(f, nil, catalog.KindCapability),
 		newCapabilitySuggestCmd(f, nil),
 	)
 	return cmd
 }
 
 type capabilityRegisterOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	name   string
 	from   string
 	allow  []string
 	output string
 }
 
-func newCapabilityRegisterCmd(f *Factory, runF func(*capabilityRegisterOptions) error) *cobra.Command {
+func newCapabilityRegisterCmd(f *cmdutil.Factory, runF func(*capabilityRegisterOptions) error) *cobra.Command {
 	opts := &capabilityRegisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "register NAME --from DIR",
@@ -83,29 +85,29 @@ Every file is scanned for credentials; a hit refuses the registration. Registeri
 identical to the latest version does nothing; content equal to an older version makes it the
 latest again. The total size is capped (catalog.capability_max_size, default 50 MiB).`,
 		Example: `  agora capability register repo-tools --from ./capabilities/repo-tools`,
-		Args:    exactArgs(1, "NAME"),
+		Args:    cmdutil.ExactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.name = args[0]
 			if opts.from == "" {
-				return usageErrorf(cmd, "--from DIR is required")
+				return cmdutil.UsageErrorf(cmd, "--from DIR is required")
 			}
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, capabilityRegisterRun)
+			return cmdutil.RunCmd(cmd, opts, runF, capabilityRegisterRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.from, "from", "", "directory holding the capability's files (required)")
 	cmd.Flags().StringSliceVar(&opts.allow, "allow-credential-pattern", nil,
 		"credential scanner pattern to ignore for this registration (recorded on the version); repeatable")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
 // capabilityShow is the JSON shape of 'capability show': the list's item and
 // the files.
 type capabilityShow struct {
-	capabilityListItem
+	catalogcmd.CapabilityListItem
 	Files []capabilityFile `json:"files"`
 	// ApproveNotes say what the capability's approve rules cannot see.
 	ApproveNotes []string `json:"approve_notes,omitempty"`
@@ -119,13 +121,13 @@ type capabilityFile struct {
 }
 
 func capabilityRegisterRun(ctx context.Context, opts *capabilityRegisterOptions) error {
-	return registerRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
-		return w.PrepareCapability(opts.name, opts.from, splitList(opts.allow))
+	return catalogcmd.RegisterRun(ctx, opts.f, opts.output, func(w *provision.Writer) (*provision.Pending, error) {
+		return w.PrepareCapability(opts.name, opts.from, cmdutil.SplitList(opts.allow))
 	})
 }
 
-func capabilityShowRun(ctx context.Context, opts *refOptions) error {
-	_, v, data, err := resolveContent(ctx, opts)
+func capabilityShowRun(ctx context.Context, opts *catalogcmd.RefOptions) error {
+	_, v, data, err := catalogcmd.ResolveContent(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -133,19 +135,19 @@ func capabilityShowRun(ctx context.Context, opts *refOptions) error {
 	if err != nil {
 		return err
 	}
-	out := capabilityShow{capabilityListItem: newCapabilityListItem(v), Files: []capabilityFile{}}
+	out := capabilityShow{CapabilityListItem: catalogcmd.NewCapabilityListItem(v), Files: []capabilityFile{}}
 	if v.Meta.CapabilityDoc != nil {
 		out.ApproveNotes = grant.ApproveNotes(v.Meta.CapabilityDoc.Set)
 	}
 	for _, fl := range files {
 		out.Files = append(out.Files, capabilityFile{Path: fl.Path, Size: fl.Size, Mode: fmt.Sprintf("%04o", fl.Mode), Target: fl.LinkTarget})
 	}
-	return emit(opts.f.IO, opts.output, out, func(out capabilityShow) error {
+	return cmdutil.Emit(opts.F.IO, opts.Output, out, func(out capabilityShow) error {
 		var total int64
 		for _, fl := range files {
 			total += fl.Size
 		}
-		printCapability(opts.f.IO.Out, v, out, total)
+		printCapability(opts.F.IO.Out, v, out, total)
 		return nil
 	})
 }
@@ -156,19 +158,19 @@ func printCapability(w io.Writer, v catalog.Version, out capabilityShow, total i
 	fmt.Fprintf(w, "name:        %s\n", v.Name)
 	fmt.Fprintf(w, "digest:      %s\n", v.Digest)
 	fmt.Fprintf(w, "registered:  %s by %s\n", v.RegisteredAt.UTC().Format("2006-01-02T15:04:05Z"), v.RegisteredBy)
-	fmt.Fprintf(w, "description: %s\n", orDash(v.Meta.Description))
+	fmt.Fprintf(w, "description: %s\n", cmdutil.OrDash(v.Meta.Description))
 	if g != nil {
-		fmt.Fprintf(w, "tools:       %s\n", orDash(strings.Join(g.Tools, ", ")))
-		fmt.Fprintf(w, "commands:    %s\n", orDash(quoteAll(g.Commands)))
-		fmt.Fprintf(w, "egress:      %s\n", orDash(strings.Join(ruleStrings(g.Egress), ", ")))
-		fmt.Fprintf(w, "approve:     %s\n", orDash(approveStrings(g.Approve)))
+		fmt.Fprintf(w, "tools:       %s\n", cmdutil.OrDash(strings.Join(g.Tools, ", ")))
+		fmt.Fprintf(w, "commands:    %s\n", cmdutil.OrDash(cmdutil.QuoteAll(g.Commands)))
+		fmt.Fprintf(w, "egress:      %s\n", cmdutil.OrDash(strings.Join(cmdutil.RuleStrings(g.Egress), ", ")))
+		fmt.Fprintf(w, "approve:     %s\n", cmdutil.OrDash(approveStrings(g.Approve)))
 		fmt.Fprintf(w, "network:     %s\n", g.Network)
-		fmt.Fprintf(w, "setup:       %s\n", orDash(g.Setup))
-		fmt.Fprintf(w, "overlay:     %s\n", orDash(quoteAll(g.Overlay)))
+		fmt.Fprintf(w, "setup:       %s\n", cmdutil.OrDash(g.Setup))
+		fmt.Fprintf(w, "overlay:     %s\n", cmdutil.OrDash(cmdutil.QuoteAll(g.Overlay)))
 	}
 	if len(out.ApproveNotes) > 0 {
 		fmt.Fprintln(w, "approve rules cannot see:")
-		printApproveNotes(w, "  ", out.ApproveNotes)
+		catalogcmd.PrintApproveNotes(w, "  ", out.ApproveNotes)
 	}
 	if len(v.Meta.AllowedCredentialPatterns) > 0 {
 		fmt.Fprintf(w, "scanner opt-outs: %s\n", strings.Join(v.Meta.AllowedCredentialPatterns, ", "))
@@ -190,12 +192,4 @@ func approveStrings(rules []grant.ApproveRule) string {
 		out[i] = r.String()
 	}
 	return strings.Join(out, ", ")
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, ", ")
 }

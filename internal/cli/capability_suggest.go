@@ -11,12 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/grant/suggest"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
 
 type capabilitySuggestOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	from   []string
 	run    string
 	narrow bool
@@ -35,7 +36,7 @@ type capabilitySuggestResult struct {
 	Wrote          string   `json:"wrote,omitempty"`
 }
 
-func newCapabilitySuggestCmd(f *Factory, runF func(*capabilitySuggestOptions) error) *cobra.Command {
+func newCapabilitySuggestCmd(f *cmdutil.Factory, runF func(*capabilitySuggestOptions) error) *cobra.Command {
 	opts := &capabilitySuggestOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "suggest (--from DISPATCH... | --run RUN) [--narrow] [--out DIR [--force]]",
@@ -85,19 +86,19 @@ This is a deploy-time command of the CLI: no MCP tool can suggest, learn or regi
   agora capability register learned --from ./caps/learned`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.from = splitList(opts.from)
+			opts.from = cmdutil.SplitList(opts.from)
 			switch {
 			case len(opts.from) == 0 && opts.run == "":
-				return usageErrorf(cmd, "name the evidence: --from DISPATCH... or --run RUN")
+				return cmdutil.UsageErrorf(cmd, "name the evidence: --from DISPATCH... or --run RUN")
 			case len(opts.from) > 0 && opts.run != "":
-				return usageErrorf(cmd, "--from and --run cannot be used together")
+				return cmdutil.UsageErrorf(cmd, "--from and --run cannot be used together")
 			case opts.force && opts.out == "":
-				return usageErrorf(cmd, "--force replaces the capability.yaml of --out DIR; give --out")
+				return cmdutil.UsageErrorf(cmd, "--force replaces the capability.yaml of --out DIR; give --out")
 			}
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, capabilitySuggestRun)
+			return cmdutil.RunCmd(cmd, opts, runF, capabilitySuggestRun)
 		},
 	}
 	cmd.Flags().StringSliceVar(&opts.from, "from", nil, "dispatch ids to read (repeatable, or comma-separated)")
@@ -105,7 +106,7 @@ This is a deploy-time command of the CLI: no MCP tool can suggest, learn or regi
 	cmd.Flags().BoolVar(&opts.narrow, "narrow", false, "propose literals only: no command or path is generalised")
 	cmd.Flags().StringVar(&opts.out, "out", "", "write DIR/capability.yaml (DIR is created; it must not exist)")
 	cmd.Flags().BoolVar(&opts.force, "force", false, "with --out: replace the capability.yaml of an existing DIR that holds nothing else")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -144,7 +145,7 @@ func capabilitySuggestRun(ctx context.Context, opts *capabilitySuggestOptions) e
 		}
 		res.Wrote = filepath.Join(opts.out, "capability.yaml")
 	}
-	return emit(f.IO, opts.output, res, func(res capabilitySuggestResult) error {
+	return cmdutil.Emit(f.IO, opts.output, res, func(res capabilitySuggestResult) error {
 		printSuggestion(f.IO.Out, res)
 		if res.Wrote != "" {
 			fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s; review it, then: agora capability register NAME --from %s\n", res.Wrote, opts.out)
@@ -157,7 +158,7 @@ func capabilitySuggestRun(ctx context.Context, opts *capabilitySuggestOptions) e
 
 // runDispatches returns every dispatch of run ref, from serve or, when it is not running, a
 // read-only snapshot of orch.db.
-func runDispatches(ctx context.Context, f *Factory, ref string) ([]string, error) {
+func runDispatches(ctx context.Context, f *cmdutil.Factory, ref string) ([]string, error) {
 	_, r, err := runStatus(ctx, f, ref)
 	if errors.Is(err, client.ErrNotRunning) {
 		r, err = snapshotStatus(ctx, f, ref, err)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestExitCodes_Table: README.md's exit-code table is the one 'agora --help'
@@ -29,9 +29,9 @@ func TestExitCodes_Table(t *testing.T) {
 		code, _ := strconv.Atoi(m[1])
 		doc[code] = m[2] + ": " + m[3]
 	}
-	want := map[int]string{cli.ExitOK: "ok", cli.ExitError: "error", cli.ExitUsage: "usage", cli.ExitWorkerFail: "worker failed",
-		cli.ExitNeedsInput: "needs input", cli.ExitCheckFailed: "check failed", cli.ExitNotFound: "not found",
-		cli.ExitInvalid: "invalid input", cli.ExitInterrupted: "interrupted"}
+	want := map[int]string{cmdutil.ExitOK: "ok", cmdutil.ExitError: "error", cmdutil.ExitUsage: "usage", cmdutil.ExitWorkerFail: "worker failed",
+		cmdutil.ExitNeedsInput: "needs input", cmdutil.ExitCheckFailed: "check failed", cmdutil.ExitNotFound: "not found",
+		cmdutil.ExitInvalid: "invalid input", cmdutil.ExitInterrupted: "interrupted"}
 	if len(help) != len(want) || len(doc) != len(want) {
 		t.Fatalf("agora --help lists %d codes, README.md %d, want %d\nhelp: %v\nREADME: %v", len(help), len(doc), len(want), help, doc)
 	}
@@ -43,7 +43,7 @@ func TestExitCodes_Table(t *testing.T) {
 			t.Errorf("README.md says %d is %q; agora --help says %q", code, doc[code], help[code])
 		}
 	}
-	if cli.ExitUsage != 2 || cli.ExitWorkerFail != 3 || cli.ExitNeedsInput != 4 || cli.ExitCheckFailed != 5 || cli.ExitNotFound != 6 || cli.ExitInvalid != 7 {
+	if cmdutil.ExitUsage != 2 || cmdutil.ExitWorkerFail != 3 || cmdutil.ExitNeedsInput != 4 || cmdutil.ExitCheckFailed != 5 || cmdutil.ExitNotFound != 6 || cmdutil.ExitInvalid != 7 {
 		t.Errorf("a documented exit code moved")
 	}
 }
@@ -93,7 +93,7 @@ func TestCommandTree_ErrorClasses(t *testing.T) {
 	must := func(args ...string) string {
 		t.Helper()
 		r := runAgora(t, env, args...)
-		if r.code != cli.ExitOK {
+		if r.code != cmdutil.ExitOK {
 			t.Fatalf("agora %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
 		}
 		return strings.TrimSpace(r.stdout)
@@ -132,8 +132,8 @@ func TestCommandTree_ErrorClasses(t *testing.T) {
 			}
 		}
 	}
-	check(cli.ExitNotFound, notFound)
-	check(cli.ExitInvalid, invalid)
+	check(cmdutil.ExitNotFound, notFound)
+	check(cmdutil.ExitInvalid, invalid)
 }
 
 // nf is the one wording of a name that names nothing.

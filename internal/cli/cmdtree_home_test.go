@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // missingHomeArgs is how each command that needs arguments is run by
@@ -105,8 +105,8 @@ func TestCommandTree_MissingHome(t *testing.T) {
 				if strings.Contains(r.stderr, "agora init") {
 					t.Errorf("agora %s needs no home but refused a missing one:\n%s", name, r.stderr)
 				}
-			case r.code != cli.ExitUsage || !strings.Contains(r.stderr, agoraHome) || !strings.Contains(r.stderr, "agora init'"):
-				t.Errorf("AGORA_HOME=%s agora %s: exit %d, want %d naming the home and 'agora init'\n%s", homeDir, name, r.code, cli.ExitUsage, r.stderr)
+			case r.code != cmdutil.ExitUsage || !strings.Contains(r.stderr, agoraHome) || !strings.Contains(r.stderr, "agora init'"):
+				t.Errorf("AGORA_HOME=%s agora %s: exit %d, want %d naming the home and 'agora init'\n%s", homeDir, name, r.code, cmdutil.ExitUsage, r.stderr)
 			case strings.Contains(r.stderr, "for usage"):
 				t.Errorf("agora %s: a missing home is not a wrong command line, yet the hint sends to --help:\n%s", name, r.stderr)
 			}
@@ -131,18 +131,18 @@ func TestCommandTree_MissingHome(t *testing.T) {
 	// does not start, binds nothing and creates nothing.
 	httpEnv := map[string]string{"AGORA_HOME": filepath.Join(dir, "mian"), "HOME": dir, "USER": "tester",
 		"AGORA_HTTP_TOKEN": strings.Repeat("t0ken", 8)}
-	if r := runAgora(t, httpEnv, "mcp", "--http", "127.0.0.1:0"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "AGORA_HOME="+httpEnv["AGORA_HOME"]+" agora init") {
-		t.Errorf("agora mcp --http with a missing home: exit %d, want %d naming 'agora init'\n%s", r.code, cli.ExitUsage, r.stderr)
+	if r := runAgora(t, httpEnv, "mcp", "--http", "127.0.0.1:0"); r.code != cmdutil.ExitUsage || !strings.Contains(r.stderr, "AGORA_HOME="+httpEnv["AGORA_HOME"]+" agora init") {
+		t.Errorf("agora mcp --http with a missing home: exit %d, want %d naming 'agora init'\n%s", r.code, cmdutil.ExitUsage, r.stderr)
 	}
 	if _, err := os.Stat(httpEnv["AGORA_HOME"]); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("agora mcp --http created the missing AGORA_HOME (%v)", err)
 	}
 	// The one command that creates a home does.
 	env := map[string]string{"AGORA_HOME": filepath.Join(dir, "mian"), "HOME": dir, "USER": "tester"}
-	if r := runAgora(t, env, "init"); r.code != cli.ExitOK {
+	if r := runAgora(t, env, "init"); r.code != cmdutil.ExitOK {
 		t.Fatalf("init: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := runAgora(t, env, "subagent", "list"); r.code != cli.ExitOK {
+	if r := runAgora(t, env, "subagent", "list"); r.code != cmdutil.ExitOK {
 		t.Fatalf("subagent list after init: exit %d\n%s", r.code, r.stderr)
 	}
 }

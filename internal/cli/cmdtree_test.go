@@ -18,12 +18,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // commandTree returns every command below agora's root, depth first.
 func commandTree(t *testing.T) []*cobra.Command {
 	t.Helper()
-	f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(string) string { return "" })
+	f := cli.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(string) string { return "" })
 	t.Cleanup(func() { f.Close() })
 	var out []*cobra.Command
 	var walk func(*cobra.Command)
@@ -81,8 +82,8 @@ func TestCommandTree_BadUsageExits2(t *testing.T) {
 		hint := "agora: hint: run '" + c.CommandPath() + " --help' for usage"
 		for _, bad := range [][]string{{"--no-such-flag"}, {"a", "b", "c", "d", "e", "f"}} {
 			r := runAgora(t, env, argv(c, bad...)...)
-			if r.code != cli.ExitUsage || !strings.Contains(r.stderr, hint) {
-				t.Errorf("agora %s: exit %d, want %d with %q\n%s", strings.Join(argv(c, bad...), " "), r.code, cli.ExitUsage, hint, r.stderr)
+			if r.code != cmdutil.ExitUsage || !strings.Contains(r.stderr, hint) {
+				t.Errorf("agora %s: exit %d, want %d with %q\n%s", strings.Join(argv(c, bad...), " "), r.code, cmdutil.ExitUsage, hint, r.stderr)
 			}
 		}
 	}
@@ -124,7 +125,7 @@ func TestCommandTree_JSON(t *testing.T) {
 	must := func(args ...string) string {
 		t.Helper()
 		r := runAgora(t, env, args...)
-		if r.code != cli.ExitOK {
+		if r.code != cmdutil.ExitOK {
 			t.Fatalf("agora %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
 		}
 		return strings.TrimSpace(r.stdout)
@@ -145,8 +146,8 @@ func TestCommandTree_JSON(t *testing.T) {
 	must("workspace", "register", "app", "--repo", repo, "--revision", "main")
 	must("subagent", "register", "denied", "--runtime", "exec", "--command", "sh -c 'echo hi'")
 	r := runAgora(t, env, "dispatch", "run", "--subagent", "denied")
-	if r.code != cli.ExitWorkerFail || !strings.Contains(r.stderr, "denied") {
-		t.Fatalf("a dispatch of a subagent granted nothing: exit %d, want %d (denied)\n%s", r.code, cli.ExitWorkerFail, r.stderr)
+	if r.code != cmdutil.ExitWorkerFail || !strings.Contains(r.stderr, "denied") {
+		t.Fatalf("a dispatch of a subagent granted nothing: exit %d, want %d (denied)\n%s", r.code, cmdutil.ExitWorkerFail, r.stderr)
 	}
 	id := strings.TrimSpace(r.stdout)
 	must("audit", "export", "--out", filepath.Join(dir, "bundle.json"))
@@ -154,8 +155,8 @@ func TestCommandTree_JSON(t *testing.T) {
 	defer stop()
 	run := must("orch", "submit", filepath.Join(dir, "plan.yaml"))
 	must("orch", "schedule", "add", "kept", "--cron", "0 2 * * *", filepath.Join(dir, "plan.yaml"))
-	if r := runAgora(t, env, "orch", "watch", run); r.code != cli.ExitWorkerFail {
-		t.Fatalf("orch watch %s: exit %d, want %d (the run of a denied task fails)\n%s", run, r.code, cli.ExitWorkerFail, r.stderr)
+	if r := runAgora(t, env, "orch", "watch", run); r.code != cmdutil.ExitWorkerFail {
+		t.Fatalf("orch watch %s: exit %d, want %d (the run of a denied task fails)\n%s", run, r.code, cmdutil.ExitWorkerFail, r.stderr)
 	}
 
 	runs := jsonRuns(dir, capDir, repo, id, run)
@@ -172,7 +173,7 @@ func TestCommandTree_JSON(t *testing.T) {
 		delete(runs, name)
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			r := runAgora(t, env, argv(c, append(tt.args, "-o", "json")...)...)
-			parsed := r.code != cli.ExitUsage || (tt.refused != "" && strings.Contains(r.stderr, tt.refused))
+			parsed := r.code != cmdutil.ExitUsage || (tt.refused != "" && strings.Contains(r.stderr, tt.refused))
 			if !parsed || (tt.code >= 0 && r.code != tt.code) {
 				t.Fatalf("exit %d, want %d\n%s", r.code, tt.code, r.stderr)
 			}
@@ -219,7 +220,7 @@ func writeFiles(t *testing.T, files map[string]string) {
 func serveOrch(t *testing.T, env map[string]string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(k string) string { return env[k] })
+	f := cli.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(k string) string { return env[k] })
 	var wg sync.WaitGroup
 	code := -1
 	wg.Go(func() { code = cli.Run(ctx, f, []string{"orch", "serve"}) })
@@ -227,12 +228,12 @@ func serveOrch(t *testing.T, env map[string]string) (stop func()) {
 		cancel()
 		wg.Wait()
 		f.Close()
-		if code != cli.ExitOK {
+		if code != cmdutil.ExitOK {
 			t.Errorf("orch serve: exit %d", code)
 		}
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if r := runAgora(t, env, "orch", "runs"); r.code == cli.ExitOK {
+		if r := runAgora(t, env, "orch", "runs"); r.code == cmdutil.ExitOK {
 			return stop
 		} else if time.Now().After(deadline) {
 			stop()
@@ -267,21 +268,21 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"audit log":              {},
 		"audit checkpoint":       {},
 		"verify":                 {args: []string{filepath.Join(dir, "bundle.json")}},
-		"dispatch run":           {args: []string{"--subagent", "denied"}, code: cli.ExitWorkerFail},
-		"dispatch resume":        {args: []string{id, "--answer", "yes"}, code: cli.ExitUsage, refused: "only a dispatch that needs input can be resumed", noJSON: "resuming needs a dispatch that ended waiting for input, which needs a worker"},
+		"dispatch run":           {args: []string{"--subagent", "denied"}, code: cmdutil.ExitWorkerFail},
+		"dispatch resume":        {args: []string{id, "--answer", "yes"}, code: cmdutil.ExitUsage, refused: "only a dispatch that needs input can be resumed", noJSON: "resuming needs a dispatch that ended waiting for input, which needs a worker"},
 		"dispatch describe":      {args: []string{id}},
 		"dispatch list":          {},
 		"dispatch outputs":       {args: []string{id}},
 		"dispatch cancel":        {args: []string{id}},
-		"dispatch approve":       {args: []string{id, "call_1"}, code: cli.ExitError, noJSON: "deciding needs a call held by a running model dispatch, which needs a worker"},
-		"dispatch deny":          {args: []string{id, "call_1", "--reason", "no"}, code: cli.ExitError, noJSON: "deciding needs a call held by a running model dispatch, which needs a worker"},
+		"dispatch approve":       {args: []string{id, "call_1"}, code: cmdutil.ExitError, noJSON: "deciding needs a call held by a running model dispatch, which needs a worker"},
+		"dispatch deny":          {args: []string{id, "call_1", "--reason", "no"}, code: cmdutil.ExitError, noJSON: "deciding needs a call held by a running model dispatch, which needs a worker"},
 		"dispatch approval list": {args: []string{id}},
-		"dispatch approval show": {args: []string{id, "call_1"}, code: cli.ExitError, noJSON: "a held call needs a running model dispatch, which needs a worker"},
+		"dispatch approval show": {args: []string{id, "call_1"}, code: cmdutil.ExitError, noJSON: "a held call needs a running model dispatch, which needs a worker"},
 		"orch runs":              {},
 		"orch status":            {args: []string{run}},
 		"orch validate":          {args: []string{filepath.Join(dir, "plan.yaml")}},
 		"orch submit":            {args: []string{filepath.Join(dir, "plan.yaml")}},
-		"orch watch":             {args: []string{run}, code: cli.ExitWorkerFail, lines: true},
+		"orch watch":             {args: []string{run}, code: cmdutil.ExitWorkerFail, lines: true},
 		"orch patches":           {args: []string{run, "--to", filepath.Join(dir, "patches")}},
 		"orch schedule add":      {args: []string{"added", "--cron", "@daily", "--tz", "Europe/Berlin", filepath.Join(dir, "plan.yaml")}},
 		"orch schedule list":     {},
@@ -290,7 +291,7 @@ func jsonRuns(dir, capDir, repo, id, run string) map[string]jsonRun {
 		"doctor":                 {code: -1},
 		"selftest":               {args: []string{"--list"}},
 		"gc":                     {args: []string{"--dry-run"}},
-		"restore":                {args: []string{"--to", filepath.Join(dir, "restored"), "--config", filepath.Join(dir, "none.yaml"), "--keys", filepath.Join(dir, "nokeys")}, code: cli.ExitError, noJSON: "a restore needs a replica in object storage; internal/cli's restore tests run one against versitygw"},
+		"restore":                {args: []string{"--to", filepath.Join(dir, "restored"), "--config", filepath.Join(dir, "none.yaml"), "--keys", filepath.Join(dir, "nokeys")}, code: cmdutil.ExitError, noJSON: "a restore needs a replica in object storage; internal/cli's restore tests run one against versitygw"},
 		"version":                {},
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
@@ -23,11 +24,11 @@ const completeWithin = 2 * time.Second
 // A completer lists the candidates of one argument or flag from AGORA_HOME. It never
 // creates AGORA_HOME, never writes, and answers nothing (not an error) when the home or
 // serve is not there: completion is a convenience, and the shell falls back to files.
-type completer func(ctx context.Context, f *Factory) []string
+type completer func(ctx context.Context, f *cmdutil.Factory) []string
 
 // addCompletions gives the commands that take catalog names, targets, dispatch ids or run
 // ids their completion: the argument by command path, the flags by name wherever they exist.
-func addCompletions(f *Factory, root *cobra.Command) {
+func addCompletions(f *cmdutil.Factory, root *cobra.Command) {
 	args := map[string]completer{}
 	for _, k := range []catalog.Kind{catalog.KindCapability, catalog.KindSubagent, catalog.KindEnv, catalog.KindWorkspace} {
 		for _, verb := range []string{"show", "history"} {
@@ -66,7 +67,7 @@ func addCompletions(f *Factory, root *cobra.Command) {
 
 // complete adapts fn to cobra: candidates starting with what was typed; a positional
 // argument completes only the first.
-func complete(f *Factory, fn completer, firstOnly bool) cobra.CompletionFunc {
+func complete(f *cmdutil.Factory, fn completer, firstOnly bool) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if firstOnly && len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
@@ -84,7 +85,7 @@ func complete(f *Factory, fn completer, firstOnly bool) cobra.CompletionFunc {
 }
 
 // existingHome opens AGORA_HOME only if it exists: completing never initialises one.
-func existingHome(ctx context.Context, f *Factory) *home.Home {
+func existingHome(ctx context.Context, f *cmdutil.Factory) *home.Home {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return nil
@@ -100,7 +101,7 @@ func existingHome(ctx context.Context, f *Factory) *home.Home {
 }
 
 func catalogNames(kind catalog.Kind) completer {
-	return func(ctx context.Context, f *Factory) []string {
+	return func(ctx context.Context, f *cmdutil.Factory) []string {
 		h := existingHome(ctx, f)
 		if h == nil {
 			return nil
@@ -118,7 +119,7 @@ func catalogNames(kind catalog.Kind) completer {
 	}
 }
 
-func targetNames(ctx context.Context, f *Factory) []string {
+func targetNames(ctx context.Context, f *cmdutil.Factory) []string {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return nil
@@ -135,7 +136,7 @@ func targetNames(ctx context.Context, f *Factory) []string {
 	return names
 }
 
-func dispatchIDs(ctx context.Context, f *Factory) []string {
+func dispatchIDs(ctx context.Context, f *cmdutil.Factory) []string {
 	h := existingHome(ctx, f)
 	if h == nil {
 		return nil
@@ -152,7 +153,7 @@ func dispatchIDs(ctx context.Context, f *Factory) []string {
 }
 
 // runIDs asks serve: only it opens orch.db. Names complete too (a run is named by either).
-func runIDs(ctx context.Context, f *Factory) []string {
+func runIDs(ctx context.Context, f *cmdutil.Factory) []string {
 	c, err := f.OrchClient(ctx)
 	if err != nil {
 		return nil

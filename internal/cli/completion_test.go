@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // completions runs cobra's hidden __complete as a shell does and returns the candidates
@@ -17,7 +17,7 @@ import (
 func completions(t *testing.T, env map[string]string, args ...string) []string {
 	t.Helper()
 	r := runAgora(t, env, append([]string{"__complete"}, args...)...)
-	if r.code != cli.ExitOK {
+	if r.code != cmdutil.ExitOK {
 		t.Fatalf("__complete %v: exit %d\n%s", args, r.code, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -42,7 +42,7 @@ func TestCompletion_FromHome(t *testing.T) {
 	capDir := filepath.Join(dir, "caps", "tools")
 	writeFiles(t, map[string]string{filepath.Join(capDir, "capability.yaml"): "commands: [\"sh -c *\"]\n"})
 	repo := initRepo(t, filepath.Join(dir, "repo"))
-	if r := runAgora(t, env, "init"); r.code != cli.ExitOK {
+	if r := runAgora(t, env, "init"); r.code != cmdutil.ExitOK {
 		t.Fatalf("init: %s", r.stderr)
 	}
 	if err := os.WriteFile(filepath.Join(env["AGORA_HOME"], "agora.yaml"), []byte("targets:\n  gpu: {timeout: 1h}\n"), 0o600); err != nil {
@@ -56,7 +56,7 @@ func TestCompletion_FromHome(t *testing.T) {
 		{"env", "register", "ci", "--value", "LOG_LEVEL=debug"},
 		{"workspace", "register", "app", "--repo", repo, "--revision", "main"},
 	} {
-		if r := runAgora(t, env, args...); r.code != cli.ExitOK {
+		if r := runAgora(t, env, args...); r.code != cmdutil.ExitOK {
 			t.Fatalf("agora %v: exit %d\n%s", args, r.code, r.stderr)
 		}
 	}

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/budget"
 	"os"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -25,7 +27,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-func newDispatchCmd(f *Factory) *cobra.Command {
+func newDispatchCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dispatch",
 		Short: "Run sandboxed workers and read their records, patches and outputs",
@@ -71,7 +73,7 @@ Exit codes of run and resume:
 }
 
 type dispatchRunOptions struct {
-	f   *Factory
+	f   *cmdutil.Factory
 	req dispatch.Request
 
 	subagent string
@@ -109,7 +111,7 @@ func (o *dispatchRunOptions) grants(cmd *cobra.Command) (*grant.Set, error) {
 	}
 	g := &grant.Set{}
 	if fl.Changed("tools") {
-		g.Tools = append([]string{}, splitList(o.tools)...)
+		g.Tools = append([]string{}, cmdutil.SplitList(o.tools)...)
 	}
 	if fl.Changed("commands") {
 		g.Commands = []string{}
@@ -121,10 +123,10 @@ func (o *dispatchRunOptions) grants(cmd *cobra.Command) (*grant.Set, error) {
 	}
 	if fl.Changed("egress") {
 		g.Egress = []grant.EgressRule{}
-		for _, s := range splitList(o.egress) {
+		for _, s := range cmdutil.SplitList(o.egress) {
 			r, err := grant.ParseEgressRule(strings.ToLower(s))
 			if err != nil {
-				return nil, usageErrorf(cmd, "--egress: %v", err)
+				return nil, cmdutil.UsageErrorf(cmd, "--egress: %v", err)
 			}
 			g.Egress = append(g.Egress, r)
 		}
@@ -178,7 +180,7 @@ same. --in-process (or AGORA_NO_HANDOFF=1) keeps it in this process; so do --act
 and a relative --repo. See docs/operations.md, "agora dispatch run hands its dispatch to a
 running serve".`
 
-func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.Command {
+func newDispatchRunCmd(f *cmdutil.Factory, runF func(*dispatchRunOptions) error) *cobra.Command {
 	opts := &dispatchRunOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "run --subagent NAME[@sha256:HEX] [flags]",
@@ -190,20 +192,20 @@ func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.
   agora dispatch run --subagent reviewer --env model --repo . --tools read_file,run_command --commands 'git diff *' --input '{"prompt":"review the last commit"}'
   agora dispatch run --subagent fixer --repo . --verify 'go test ./...' --protect '**/*_test.go' --protect '.github/**'
   agora dispatch run --subagent fixer --repo . --learn`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.subagent == "" {
-				return usageErrorf(cmd, "--subagent is required")
+				return cmdutil.UsageErrorf(cmd, "--subagent is required")
 			}
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
 			input, err := readInput(opts.input)
 			if err != nil {
-				return usageErrorf(cmd, "--input: %v", err)
+				return cmdutil.UsageErrorf(cmd, "--input: %v", err)
 			}
 			if opts.repo != "" && opts.wsFlag != "" {
-				return usageErrorf(cmd, "--repo and --workspace cannot both be given: name a workspace or a repository")
+				return cmdutil.UsageErrorf(cmd, "--repo and --workspace cannot both be given: name a workspace or a repository")
 			}
 			repo, rev := splitRepo(opts.repo)
 			ws := ""
@@ -215,7 +217,7 @@ func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.
 				return err
 			}
 			if err := opts.budget.Validate(); err != nil {
-				return usageErrorf(cmd, "%v", err)
+				return cmdutil.UsageErrorf(cmd, "%v", err)
 			}
 			gate, err := opts.verify.spec(cmd)
 			if err != nil {
@@ -227,11 +229,11 @@ func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.
 				}
 			})
 			opts.req = dispatch.Request{
-				Subagent: opts.subagent, Envs: splitList(opts.envs), Target: opts.target, Input: input,
+				Subagent: opts.subagent, Envs: cmdutil.SplitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
 				Grants: grants, Budget: opts.budget, Verify: gate, Learn: opts.learn,
 			}
-			return runCmd(cmd, opts, runF, dispatchRunRun)
+			return cmdutil.RunCmd(cmd, opts, runF, dispatchRunRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -254,7 +256,7 @@ func newDispatchRunCmd(f *Factory, runF func(*dispatchRunOptions) error) *cobra.
 	fl.BoolVar(&opts.learn, "learn", false, "record what the grant would refuse (*.would_deny) instead of refusing it, inside the same sandbox (docs/learn.md)")
 	fl.BoolVar(&opts.inProcess, "in-process", false, "supervise the dispatch in this process even when 'agora orch serve' runs (also "+envNoHandoff+"=1)")
 	fl.BoolVar(&opts.progress, "progress", false, "show each phase and the worker's last output line on stderr (default: when stderr is a terminal)")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -279,7 +281,7 @@ func readInput(s string) (json.RawMessage, error) {
 		return nil, nil
 	}
 	if path, ok := strings.CutPrefix(s, "@"); ok {
-		b, err := readLimited(path, 1<<20)
+		b, err := cmdutil.ReadLimited(path, 1<<20)
 		if err != nil {
 			return nil, err
 		}
@@ -312,7 +314,7 @@ func splitRepo(s string) (string, string) {
 }
 
 // runDispatch accepts req and supervises it here, or in a detached process.
-func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached bool, output string, show bool) error {
+func runDispatch(ctx context.Context, f *cmdutil.Factory, req dispatch.Request, detached bool, output string, show bool) error {
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return err
@@ -324,7 +326,7 @@ func runDispatch(ctx context.Context, f *Factory, req dispatch.Request, detached
 // dispatch the CLI handed to it (orch_handoff.go; f's streams are then the hand-off's frames,
 // and sup serve's supervisors, whose standbys hold its warm slots; nil: d's own).
 // accepted, when not nil, is told the dispatch's id once it is accepted.
-func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, req dispatch.Request, detached bool, output string, show bool, accepted func(string)) error {
+func runDispatchWith(ctx context.Context, f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, req dispatch.Request, detached bool, output string, show bool, accepted func(string)) error {
 	if sup == nil {
 		sup = detach.For(d)
 	}
@@ -346,7 +348,7 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, su
 	rec, err := d.Accept(ctx, req)
 	var re *dispatch.RequestError
 	if errors.As(err, &re) {
-		return &usageError{err: err}
+		return &cmdutil.UsageError{Err: err}
 	}
 	if err != nil {
 		return err
@@ -354,7 +356,7 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, su
 	if accepted != nil {
 		accepted(rec.ID)
 	}
-	if output != formatJSON {
+	if output != cmdutil.FormatJSON {
 		fmt.Fprintln(f.IO.Out, rec.ID)
 	}
 	printAccepted(f, rec, sandboxShown(d.Config, rec))
@@ -366,13 +368,13 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, su
 		started, err := sup.Start(ctx, rec.ID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return interrupted("dispatch %s keeps going in its detached supervisor; see 'agora dispatch describe %s', stop it with 'agora dispatch cancel %s'", rec.ID, rec.ID, rec.ID)
+				return cmdutil.Interrupted("dispatch %s keeps going in its detached supervisor; see 'agora dispatch describe %s', stop it with 'agora dispatch cancel %s'", rec.ID, rec.ID, rec.ID)
 			}
 			return err
 		}
 		printEvent(f, started.State, started)
-		if output == formatJSON {
-			return writeJSON(f.IO.Out, started)
+		if output == cmdutil.FormatJSON {
+			return cmdutil.WriteJSON(f.IO.Out, started)
 		}
 		fmt.Fprintf(f.IO.ErrOut, "agora: detached; follow with 'agora dispatch logs %s -f' or 'agora dispatch describe %s'\n", rec.ID, rec.ID)
 		return nil
@@ -385,8 +387,8 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, su
 		// Supervise recorded the end before it returned: the sandbox is gone. The record is
 		// still the result (-o json prints it); the exit code says it was interrupted.
 		_ = finishDispatchOutput(f, final, output)
-		return interrupted("dispatch %s was cancelled: the sandbox was stopped and the end recorded (%s, %s); see 'agora dispatch describe %s'",
-			final.ID, final.State, orDash(final.Reason), final.ID)
+		return cmdutil.Interrupted("dispatch %s was cancelled: the sandbox was stopped and the end recorded (%s, %s); see 'agora dispatch describe %s'",
+			final.ID, final.State, cmdutil.OrDash(final.Reason), final.ID)
 	}
 	deliverCallbacks(ctx, f, final)
 	return finishDispatchOutput(f, final, output)
@@ -396,7 +398,7 @@ func runDispatchWith(ctx context.Context, f *Factory, d *dispatch.Dispatcher, su
 // of a target that keeps warm slots, showing no phases, goes where serve's plan and MCP
 // dispatches of it go, a standby supervisor (or a cold detached one, which teaches the
 // target its shape), instead (superviseWarm): what it prints is the same.
-func superviseHere(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, rec *dispatch.Record, show bool) (*dispatch.Record, error) {
+func superviseHere(ctx context.Context, f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, rec *dispatch.Record, show bool) (*dispatch.Record, error) {
 	if !show && sup.Warm(rec.Target) {
 		return superviseWarm(ctx, f, d, sup, rec)
 	}
@@ -419,7 +421,7 @@ func orDefault(s, def string) string {
 }
 
 // printAccepted writes the accepted line, naming the dispatch's sandbox as sandbox.
-func printAccepted(f *Factory, r *dispatch.Record, sandbox string) {
+func printAccepted(f *cmdutil.Factory, r *dispatch.Record, sandbox string) {
 	fmt.Fprintf(f.IO.ErrOut, "agora: %s accepted: %s@%s on %s (sandbox %s, network %s)\n",
 		r.ID, r.Subagent, r.SubagentDigest.Short(), r.Target, sandbox, r.Network)
 	if r.Learn {
@@ -448,30 +450,30 @@ func sandboxShown(cfg *config.Config, r *dispatch.Record) string {
 	return r.Sandbox
 }
 
-func printEvent(f *Factory, kind string, r *dispatch.Record) {
+func printEvent(f *cmdutil.Factory, kind string, r *dispatch.Record) {
 	switch kind {
 	case lifecycle.DispatchAccepted:
 		printAccepted(f, r, r.Sandbox)
 	case lifecycle.DispatchStarted:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s started (%s)\n", r.ID, r.ProviderTaskID)
 	case lifecycle.DispatchFailed:
-		fmt.Fprintf(f.IO.ErrOut, "agora: %s failed: %s: %s\n", r.ID, r.Reason, agentText(r.Detail))
+		fmt.Fprintf(f.IO.ErrOut, "agora: %s failed: %s: %s\n", r.ID, r.Reason, cmdutil.AgentText(r.Detail))
 	default:
 		fmt.Fprintf(f.IO.ErrOut, "agora: %s %s\n", r.ID, kind)
 	}
 }
 
 // finishDispatchOutput prints the result and turns the terminal state into the exit code.
-func finishDispatchOutput(f *Factory, r *dispatch.Record, output string) error {
-	if output == formatJSON {
-		if err := writeJSON(f.IO.Out, r); err != nil {
+func finishDispatchOutput(f *cmdutil.Factory, r *dispatch.Record, output string) error {
+	if output == cmdutil.FormatJSON {
+		if err := cmdutil.WriteJSON(f.IO.Out, r); err != nil {
 			return err
 		}
 	} else {
 		printSummary(f, r)
 	}
-	if code := dispatchExitCode(r); code != ExitOK {
-		return &exitError{code: code}
+	if code := dispatchExitCode(r); code != cmdutil.ExitOK {
+		return &cmdutil.ExitCodeError{Code: code}
 	}
 	return nil
 }
@@ -479,23 +481,23 @@ func finishDispatchOutput(f *Factory, r *dispatch.Record, output string) error {
 func dispatchExitCode(r *dispatch.Record) int {
 	switch r.State {
 	case lifecycle.DispatchFinished:
-		return ExitOK
+		return cmdutil.ExitOK
 	case lifecycle.DispatchNeedsInput, lifecycle.DispatchAnswered:
 		// An answered dispatch ended needs_input; its answer is its child.
-		return ExitNeedsInput
+		return cmdutil.ExitNeedsInput
 	case lifecycle.DispatchFailed:
 		if r.Reason == lifecycle.ReasonProviderFailed || r.Reason == lifecycle.ReasonFetchFailed || r.Reason == lifecycle.ReasonLost ||
 			r.Reason == lifecycle.ReasonGatewayUnreachable {
-			return ExitError
+			return cmdutil.ExitError
 		}
-		return ExitWorkerFail
+		return cmdutil.ExitWorkerFail
 	case lifecycle.DispatchCancelled:
-		return ExitWorkerFail
+		return cmdutil.ExitWorkerFail
 	}
-	return ExitError
+	return cmdutil.ExitError
 }
 
-func printSummary(f *Factory, r *dispatch.Record) {
+func printSummary(f *cmdutil.Factory, r *dispatch.Record) {
 	w := f.IO.ErrOut
 	dur := ""
 	if r.StartedAt != nil && r.EndedAt != nil {
@@ -507,21 +509,21 @@ func printSummary(f *Factory, r *dispatch.Record) {
 	}
 	fmt.Fprintf(w, "\ndispatch  %s  %s%s\n", r.ID, r.State, parens(strings.TrimPrefix(strings.Join(nonEmpty(r.Reason, exit), ", ")+dur, ", ")))
 	fmt.Fprintf(w, "subagent  %s@%s\n", r.Subagent, r.SubagentDigest)
-	fmt.Fprintf(w, "target    %s (isolation %s, network %s)\n", r.Target, orDash(r.Isolation), r.Network)
+	fmt.Fprintf(w, "target    %s (isolation %s, network %s)\n", r.Target, cmdutil.OrDash(r.Isolation), r.Network)
 	if r.Learn {
 		fmt.Fprintf(w, "mode      learn (see 'agora audit log --kind tool.would_deny', net.would_deny)\n")
 	}
 	if r.Detail != "" && r.State != lifecycle.DispatchFinished {
-		fmt.Fprintf(w, "detail    %s\n", agentText(r.Detail))
+		fmt.Fprintf(w, "detail    %s\n", cmdutil.AgentText(r.Detail))
 	}
 	if r.Usage != nil {
-		fmt.Fprintf(w, "usage     %s\n", usageLine(r.Usage, r.Budget))
+		fmt.Fprintf(w, "usage     %s\n", cmdutil.UsageLine(r.Usage, r.Budget))
 	}
 	if res := r.Result; res != nil {
 		if res.NeedsInput != nil {
-			fmt.Fprintf(w, "question  %s\n", agentText(res.NeedsInput.Question))
+			fmt.Fprintf(w, "question  %s\n", cmdutil.AgentText(res.NeedsInput.Question))
 			for _, o := range res.NeedsInput.Options {
-				fmt.Fprintf(w, "  option  %s\n", agentText(o))
+				fmt.Fprintf(w, "  option  %s\n", cmdutil.AgentText(o))
 			}
 			fmt.Fprintf(w, "          -> agora dispatch resume %s --answer TEXT\n", r.ID)
 		}
@@ -571,13 +573,13 @@ func nonEmpty(ss ...string) []string {
 }
 
 type dispatchSuperviseOptions struct {
-	f  *Factory
+	f  *cmdutil.Factory
 	id string
 	// standby is --standby TARGET: wait, with a warm slot, for the holder's claim.
 	standby string
 }
 
-func newDispatchSuperviseCmd(f *Factory, runF func(*dispatchSuperviseOptions) error) *cobra.Command {
+func newDispatchSuperviseCmd(f *cmdutil.Factory, runF func(*dispatchSuperviseOptions) error) *cobra.Command {
 	opts := &dispatchSuperviseOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "supervise ID | --standby TARGET",
@@ -591,15 +593,15 @@ socket only the holder has); it exits, killing the sandbox, when the holder goes
 		Hidden: true,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if opts.standby != "" {
-				return exactArgs(0, "no ID with --standby")(cmd, args)
+				return cmdutil.ExactArgs(0, "no ID with --standby")(cmd, args)
 			}
-			return exactArgs(1, "ID")(cmd, args)
+			return cmdutil.ExactArgs(1, "ID")(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.standby == "" {
 				opts.id = args[0]
 			}
-			return runCmd(cmd, opts, runF, dispatchSuperviseRun)
+			return cmdutil.RunCmd(cmd, opts, runF, dispatchSuperviseRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.standby, "standby", "", "wait as a warm slot of TARGET for a dispatch id on fd 3")
@@ -637,7 +639,7 @@ func keepLeaderFence() {
 
 // deliverCallbacks tries the dispatch's outbox a few times; what stays undelivered is retried
 // by 'agora dispatch deliver'.
-func deliverCallbacks(ctx context.Context, f *Factory, r *dispatch.Record) {
+func deliverCallbacks(ctx context.Context, f *cmdutil.Factory, r *dispatch.Record) {
 	if r.CallbackURL == "" {
 		return
 	}
@@ -658,17 +660,17 @@ func deliverCallbacks(ctx context.Context, f *Factory, r *dispatch.Record) {
 
 // factoryOptions are the options of a command that takes no flags and no arguments.
 type factoryOptions struct {
-	f *Factory
+	f *cmdutil.Factory
 }
 
-func newDispatchDeliverCmd(f *Factory, runF func(*factoryOptions) error) *cobra.Command {
+func newDispatchDeliverCmd(f *cmdutil.Factory, runF func(*factoryOptions) error) *cobra.Command {
 	opts := &factoryOptions{f: f}
 	return &cobra.Command{
 		Use:   "deliver",
 		Short: "Retry undelivered callbacks that are due",
-		Args:  noArgs,
+		Args:  cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCmd(cmd, opts, runF, dispatchDeliverRun)
+			return cmdutil.RunCmd(cmd, opts, runF, dispatchDeliverRun)
 		},
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/modelgw"
 )
@@ -19,7 +20,7 @@ import (
 // ID CALL' prints a pending call's whole arguments (a preview cut at
 // 2 KiB is not enough to approve a call by).
 
-func newDispatchApprovalCmd(f *Factory) *cobra.Command {
+func newDispatchApprovalCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approval",
 		Short: "List a dispatch's calls held for approval and read their whole arguments",
@@ -35,12 +36,12 @@ characters a terminal would not show as themselves are escaped (\uXXXX).`,
 }
 
 type dispatchApprovalListOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 }
 
-func newDispatchApprovalListCmd(f *Factory, runF func(*dispatchApprovalListOptions) error) *cobra.Command {
-	opts := &dispatchApprovalListOptions{printOptions: printOptions{f: f}}
-	return newPrintCmd(&cobra.Command{
+func newDispatchApprovalListCmd(f *cmdutil.Factory, runF func(*dispatchApprovalListOptions) error) *cobra.Command {
+	opts := &dispatchApprovalListOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "list ID",
 		Short: "Show every call of a dispatch held for approval, with its preview and size",
 		Long: `List the calls of dispatch ID held for a person's approval, pending or decided: the
@@ -51,35 +52,35 @@ shown]' and the command that prints everything. A literal '…' in a preview is 
 marker: the same character in the arguments is shown as \u2026.`,
 		Example: `  agora dispatch approval list 01J9Z3K4M5N6P7Q8R9S0T1V2W3
   agora dispatch approval list 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --output json`,
-		Args: exactArgs(1, "ID"),
+		Args: cmdutil.ExactArgs(1, "ID"),
 	}, opts, runF, dispatchApprovalListRun)
 }
 
 func dispatchApprovalListRun(ctx context.Context, opts *dispatchApprovalListOptions) error {
-	_, r, err := openRecord(ctx, opts.f, opts.arg)
+	_, r, err := openRecord(ctx, opts.F, opts.Arg)
 	if err != nil {
 		return err
 	}
 	list := append([]dispatch.Approval{}, r.Approvals...)
-	return emit(opts.f.IO, opts.output, list, func([]dispatch.Approval) error {
+	return cmdutil.Emit(opts.F.IO, opts.Output, list, func([]dispatch.Approval) error {
 		if len(list) == 0 {
-			fmt.Fprintf(opts.f.IO.ErrOut, "dispatch %s has no call held for approval\n", r.ID)
+			fmt.Fprintf(opts.F.IO.ErrOut, "dispatch %s has no call held for approval\n", r.ID)
 			return nil
 		}
-		printApprovals(opts.f.IO.Out, r)
+		printApprovals(opts.F.IO.Out, r)
 		return nil
 	})
 }
 
 type dispatchApprovalShowOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	call   string
 	digest string
 }
 
-func newDispatchApprovalShowCmd(f *Factory, runF func(*dispatchApprovalShowOptions) error) *cobra.Command {
-	opts := &dispatchApprovalShowOptions{printOptions: printOptions{f: f}}
-	cmd := newPrintCmd(&cobra.Command{
+func newDispatchApprovalShowCmd(f *cmdutil.Factory, runF func(*dispatchApprovalShowOptions) error) *cobra.Command {
+	opts := &dispatchApprovalShowOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
+	cmd := cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "show ID CALL",
 		Short: "Print the whole arguments of a call held for approval",
 		Long: `Print call CALL of dispatch ID as it waits for approval: its tool, rule, digest and
@@ -91,7 +92,7 @@ a decided or expired call shows its preview. --digest picks one of several reque
 the same call id. With --output json, args is the arguments object, escaped the same way.`,
 		Example: `  agora dispatch approval show 01J9Z3K4M5N6P7Q8R9S0T1V2W3 call_abc123
   agora dispatch approval show 01J9Z3K4M5N6P7Q8R9S0T1V2W3 toolu_01AB --output json`,
-		Args: exactArgs(2, "ID CALL"),
+		Args: cmdutil.ExactArgs(2, "ID CALL"),
 	}, opts, runF, dispatchApprovalShowRun)
 	cmd.Flags().StringVar(&opts.digest, "digest", "", "show only the request whose arguments have this sha256 digest")
 	run := cmd.RunE
@@ -114,7 +115,7 @@ type heldCall struct {
 }
 
 func dispatchApprovalShowRun(ctx context.Context, opts *dispatchApprovalShowOptions) error {
-	d, r, err := openRecord(ctx, opts.f, opts.arg)
+	d, r, err := openRecord(ctx, opts.F, opts.Arg)
 	if err != nil {
 		return err
 	}
@@ -143,12 +144,12 @@ func dispatchApprovalShowRun(ctx context.Context, opts *dispatchApprovalShowOpti
 		}
 		return fmt.Errorf("dispatch %s has no %s held for approval; held: %s", r.ID, what, strings.Join(known, ", "))
 	}
-	return emit(opts.f.IO, opts.output, calls, func([]heldCall) error {
+	return cmdutil.Emit(opts.F.IO, opts.Output, calls, func([]heldCall) error {
 		for i, c := range calls {
 			if i > 0 {
-				fmt.Fprintln(opts.f.IO.Out)
+				fmt.Fprintln(opts.F.IO.Out)
 			}
-			printHeldCall(opts.f.IO.Out, r, c)
+			printHeldCall(opts.F.IO.Out, r, c)
 		}
 		return nil
 	})
@@ -184,10 +185,10 @@ func printHeldCall(w io.Writer, r *dispatch.Record, c heldCall) {
 		fmt.Fprintf(w, "decide:    agora dispatch approve %s %s --digest %s (expires %s)\n", r.ID, a.CallID, a.ArgsDigest, a.ExpiresAt.UTC().Format(time.RFC3339))
 		fmt.Fprintf(w, "           agora dispatch deny %s %s --reason TEXT\n", r.ID, a.CallID)
 	case a.Actor != "":
-		fmt.Fprintf(w, "by:        %s %s\n", a.Actor, agentText(a.Reason))
+		fmt.Fprintf(w, "by:        %s %s\n", a.Actor, cmdutil.AgentText(a.Reason))
 	}
 	if c.raw == "" {
-		fmt.Fprintf(w, "args:      %s\n", agentText(a.Preview))
+		fmt.Fprintf(w, "args:      %s\n", cmdutil.AgentText(a.Preview))
 		fmt.Fprintln(w, "           (the preview: the whole arguments are kept only while the call is pending)")
 		return
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -16,23 +17,23 @@ import (
 // by an exact-set test), so an AI client can never approve its own calls.
 
 type dispatchDecideOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	call    string
 	digest  string
 	reason  string
 	approve bool
 }
 
-func (o *dispatchDecideOptions) validate(cmd *cobra.Command) error {
+func (o *dispatchDecideOptions) Validate(cmd *cobra.Command) error {
 	if !o.approve && o.reason == "" {
-		return usageErrorf(cmd, "--reason is required: the model reads it as the tool's result")
+		return cmdutil.UsageErrorf(cmd, "--reason is required: the model reads it as the tool's result")
 	}
 	return nil
 }
 
-func newDispatchApproveCmd(f *Factory, runF func(*dispatchDecideOptions) error) *cobra.Command {
-	opts := &dispatchDecideOptions{printOptions: printOptions{f: f}, approve: true}
-	cmd := newPrintCmd(&cobra.Command{
+func newDispatchApproveCmd(f *cmdutil.Factory, runF func(*dispatchDecideOptions) error) *cobra.Command {
+	opts := &dispatchDecideOptions{PrintOptions: cmdutil.PrintOptions{F: f}, approve: true}
+	cmd := cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "approve ID CALL",
 		Short: "Let a call held for approval run, with exactly the arguments it was held with",
 		Long: `Approve the pending call CALL (its call id, shown by 'agora dispatch describe ID') of
@@ -44,23 +45,23 @@ Approval is recorded in the audit log with you (the OS user, or --actor) as the 
 It is never possible over MCP.`,
 		Example: `  agora dispatch approve 01J9Z3K4M5N6P7Q8R9S0T1V2W3 call_abc123
   agora dispatch approve 01J9Z3K4M5N6P7Q8R9S0T1V2W3 toolu_01AB --digest sha256:5f2e... --output json`,
-		Args: exactArgs(2, "ID CALL"),
+		Args: cmdutil.ExactArgs(2, "ID CALL"),
 	}, opts, runF, dispatchDecideRun)
 	cmd.Flags().StringVar(&opts.digest, "digest", "", "approve only if the call's arguments have this sha256 digest")
 	wrapCallArg(cmd, opts)
 	return cmd
 }
 
-func newDispatchDenyCmd(f *Factory, runF func(*dispatchDecideOptions) error) *cobra.Command {
-	opts := &dispatchDecideOptions{printOptions: printOptions{f: f}}
-	cmd := newPrintCmd(&cobra.Command{
+func newDispatchDenyCmd(f *cmdutil.Factory, runF func(*dispatchDecideOptions) error) *cobra.Command {
+	opts := &dispatchDecideOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
+	cmd := cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "deny ID CALL --reason TEXT",
 		Short: "Refuse a call held for approval; the model reads the reason",
 		Long: `Deny the pending call CALL of dispatch ID. The call does not run; the agent's model
 gets the reason as the tool's result. The denial is recorded in the audit log with you as
 the actor. It is never possible over MCP.`,
 		Example: `  agora dispatch deny 01J9Z3K4M5N6P7Q8R9S0T1V2W3 call_abc123 --reason "do not push to main"`,
-		Args:    exactArgs(2, "ID CALL"),
+		Args:    cmdutil.ExactArgs(2, "ID CALL"),
 	}, opts, runF, dispatchDecideRun)
 	cmd.Flags().StringVar(&opts.reason, "reason", "", "why (required; the model reads it)")
 	cmd.Flags().StringVar(&opts.digest, "digest", "", "deny only the request whose arguments have this sha256 digest")
@@ -80,16 +81,16 @@ func wrapCallArg(cmd *cobra.Command, opts *dispatchDecideOptions) {
 }
 
 func dispatchDecideRun(ctx context.Context, opts *dispatchDecideOptions) error {
-	d, err := openRecords(ctx, opts.f)
+	d, err := openRecords(ctx, opts.F)
 	if err != nil {
 		return err
 	}
-	a, err := d.Records.DecideApproval(ctx, opts.arg, opts.call, opts.approve, opts.reason, opts.f.Actor(), opts.digest)
+	a, err := d.Records.DecideApproval(ctx, opts.Arg, opts.call, opts.approve, opts.reason, opts.F.Actor(), opts.digest)
 	if err != nil {
 		return err
 	}
-	return emit(opts.f.IO, opts.output, a, func(a *dispatch.Approval) error {
-		fmt.Fprintf(opts.f.IO.Out, "%s %s %s %s\n", opts.arg, a.CallID, a.State, a.ArgsDigest)
+	return cmdutil.Emit(opts.F.IO, opts.Output, a, func(a *dispatch.Approval) error {
+		fmt.Fprintf(opts.F.IO.Out, "%s %s %s %s\n", opts.Arg, a.CallID, a.State, a.ArgsDigest)
 		return nil
 	})
 }
@@ -103,14 +104,14 @@ func printApprovals(w io.Writer, r *dispatch.Record) {
 	for _, a := range r.Approvals {
 		fmt.Fprintf(w, "approval:  %s %s %s (%s) %s\n", a.CallID, a.Tool, a.State, a.Rule, a.ArgsDigest)
 		fmt.Fprintf(w, "  size:    %s\n", argsSize(a.ArgsBytes))
-		fmt.Fprintf(w, "  args:    %s\n", agentText(a.Preview))
+		fmt.Fprintf(w, "  args:    %s\n", cmdutil.AgentText(a.Preview))
 		switch {
 		case a.State == dispatch.ApprovalPending && r.Phase != "":
 			fmt.Fprintf(w, "  read:    agora dispatch approval show %s %s\n", r.ID, a.CallID)
 			fmt.Fprintf(w, "  decide:  agora dispatch approve %s %s --digest %s (expires %s)\n", r.ID, a.CallID, a.ArgsDigest, a.ExpiresAt.UTC().Format(time.RFC3339))
 			fmt.Fprintf(w, "           agora dispatch deny %s %s --reason TEXT\n", r.ID, a.CallID)
 		case a.Actor != "":
-			fmt.Fprintf(w, "  by:      %s %s\n", a.Actor, agentText(a.Reason))
+			fmt.Fprintf(w, "  by:      %s %s\n", a.Actor, cmdutil.AgentText(a.Reason))
 		}
 	}
 }

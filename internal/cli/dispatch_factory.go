@@ -8,6 +8,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress"
@@ -16,9 +17,9 @@ import (
 	"github.com/agora-dev/agora/internal/workerbin"
 )
 
-// Dispatcher builds the dispatcher over AGORA_HOME with the local provider.
-func (f *Factory) Dispatcher(ctx context.Context) (*dispatch.Dispatcher, error) {
-	h, sealer, err := f.sealedHome(ctx)
+// dispatcher builds the dispatcher over AGORA_HOME with the local provider.
+func dispatcher(ctx context.Context, f *cmdutil.Factory) (*dispatch.Dispatcher, error) {
+	h, sealer, err := f.SealedHome(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +98,8 @@ func workerBinary(exe, configured, homeDir string) (dispatch.WorkerBinary, error
 	}, nil
 }
 
-// Courier builds the callback courier.
-func (f *Factory) Courier(ctx context.Context) (*dispatch.Courier, error) {
+// courier builds the callback courier.
+func courier(ctx context.Context, f *cmdutil.Factory) (*dispatch.Courier, error) {
 	h, err := f.Home(ctx)
 	if err != nil {
 		return nil, err

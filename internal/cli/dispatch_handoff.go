@@ -211,7 +211,7 @@ func handoffRequest(opts *dispatchRunOptions) (*api.HandoffRequest, []string, bo
 // directory.
 func handsOff(opts *dispatchRunOptions) bool {
 	f := opts.f
-	return !opts.inProcess && !opts.notUTF8 && f.actorFlag == "" && f.Getenv("TRACEPARENT") == "" &&
+	return !opts.inProcess && !opts.notUTF8 && f.ActorFlag == "" && f.Getenv("TRACEPARENT") == "" &&
 		(opts.req.Repo == "" || filepath.IsAbs(opts.req.Repo))
 }
 
@@ -351,18 +351,18 @@ func cancelHandoff(hc *http.Client, handle string) {
 // hint and exit code renderError and renderInterrupt give the in-process path's.
 func endError(e *api.HandoffEnd) error {
 	switch {
-	case e.Exit == ExitOK && e.Error == "":
+	case e.Exit == exitOK && e.Error == "":
 		return nil
 	case e.Interrupted:
-		return &interruptedError{what: e.Error}
+		return &interruptedError{What: e.Error}
 	case e.Error == "":
-		return &exitError{code: e.Exit}
+		return &exitError{Code: e.Exit}
 	}
 	var err error = &remoteError{msg: e.Error, hint: e.Hint}
 	if e.Usage {
-		err = &usageError{err: err}
+		err = &usageError{Err: err}
 	}
-	return &exitError{code: e.Exit, err: err}
+	return &exitError{Code: e.Exit, Err: err}
 }
 
 // remoteError is an error serve's runDispatch ended with: its message and hint.

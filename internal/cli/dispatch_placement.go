@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
@@ -59,7 +60,7 @@ func placementOf(ctx context.Context, d *dispatch.Dispatcher, r *dispatch.Record
 // printPlacement writes the placement lines of describe for people.
 func printPlacement(w io.Writer, o describeOutput) {
 	if o.PlacementError != "" {
-		fmt.Fprintf(w, "placement: unknown (%s)\n", agentText(o.PlacementError))
+		fmt.Fprintf(w, "placement: unknown (%s)\n", cmdutil.AgentText(o.PlacementError))
 		return
 	}
 	pl := o.Placement
@@ -67,17 +68,17 @@ func printPlacement(w io.Writer, o describeOutput) {
 		return
 	}
 	if pl.Gone {
-		fmt.Fprintf(w, "placement: %s %s is gone (deleted after it finished, cancelled, or removed by someone else)\n", pl.Provider, orDash(pl.Object))
+		fmt.Fprintf(w, "placement: %s %s is gone (deleted after it finished, cancelled, or removed by someone else)\n", pl.Provider, cmdutil.OrDash(pl.Object))
 		return
 	}
 	var parts []string
 	for _, kv := range [][2]string{{"phase", pl.Phase}, {"node", pl.Node}, {"pod", pl.Pod}, {"reason", pl.Reason}, {"health", pl.Health}} {
 		if kv[1] != "" {
-			parts = append(parts, kv[0]+" "+agentText(kv[1]))
+			parts = append(parts, kv[0]+" "+cmdutil.AgentText(kv[1]))
 		}
 	}
 	if len(pl.Conditions) > 0 {
-		parts = append(parts, "conditions "+agentText(strings.Join(pl.Conditions, ", ")))
+		parts = append(parts, "conditions "+cmdutil.AgentText(strings.Join(pl.Conditions, ", ")))
 	}
 	if len(parts) == 0 {
 		parts = []string{"no pod yet"}

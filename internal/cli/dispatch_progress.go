@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -17,7 +18,7 @@ const progressTick = time.Second
 // it begins and the worker's last output line while it changes. stdout is never touched, so
 // -o json stays one document.
 type dispatchProgress struct {
-	f    *Factory
+	f    *cmdutil.Factory
 	d    *dispatch.Dispatcher
 	id   string
 	show bool
@@ -62,7 +63,7 @@ func (p *dispatchProgress) follow(ctx context.Context) {
 		if l.LastLine != "" && l.LastLine != p.last && !p.closed {
 			p.last = l.LastLine
 			elapsed := p.f.Now().Sub(p.since).Round(time.Second)
-			fmt.Fprintf(p.f.IO.ErrOut, "agora: %s %s %s | %s\n", p.id, orDash(p.phase), elapsed, truncate(agentText(l.LastLine), 120))
+			fmt.Fprintf(p.f.IO.ErrOut, "agora: %s %s %s | %s\n", p.id, cmdutil.OrDash(p.phase), elapsed, cmdutil.Truncate(cmdutil.AgentText(l.LastLine), 120))
 		}
 		p.mu.Unlock()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/gitbranch"
 	"io"
 	"maps"
 	"os"
@@ -13,17 +12,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/outdir"
+	"github.com/agora-dev/agora/internal/gitbranch"
+
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/egress/proxy"
-	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // openRecords reaps dispatches whose supervisor died, then returns the dispatcher.
-func openRecords(ctx context.Context, f *Factory) (*dispatch.Dispatcher, error) {
+func openRecords(ctx context.Context, f *cmdutil.Factory) (*dispatch.Dispatcher, error) {
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return nil, err
@@ -35,7 +37,7 @@ func openRecords(ctx context.Context, f *Factory) (*dispatch.Dispatcher, error) 
 }
 
 // openRecord reaps, then loads one dispatch record.
-func openRecord(ctx context.Context, f *Factory, id string) (*dispatch.Dispatcher, *dispatch.Record, error) {
+func openRecord(ctx context.Context, f *cmdutil.Factory, id string) (*dispatch.Dispatcher, *dispatch.Record, error) {
 	d, err := openRecords(ctx, f)
 	if err != nil {
 		return nil, nil, err
@@ -49,18 +51,18 @@ func openRecord(ctx context.Context, f *Factory, id string) (*dispatch.Dispatche
 
 // dispatchIDOptions are the options of a command about one dispatch, whose id is arg.
 type dispatchIDOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 }
 
 // dispatchDescribeOptions are describe's: the id, and how long to wait for it to move.
 type dispatchDescribeOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	wait time.Duration
 }
 
-func newDispatchDescribeCmd(f *Factory, runF func(*dispatchDescribeOptions) error) *cobra.Command {
-	opts := &dispatchDescribeOptions{printOptions: printOptions{f: f}}
-	cmd := newPrintCmd(&cobra.Command{
+func newDispatchDescribeCmd(f *cmdutil.Factory, runF func(*dispatchDescribeOptions) error) *cobra.Command {
+	opts := &dispatchDescribeOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
+	cmd := cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "describe ID [--wait DURATION]",
 		Short: "Show a dispatch's record and events (works while it runs)",
 		Long: `Show a dispatch's record and events. It works while the dispatch runs.
@@ -71,21 +73,21 @@ with one describe per change. A dispatch that already ended (needs_input include
 at once. Waiting reads the record now and then and holds nothing.`,
 		Example: `  agora dispatch describe 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --output json
   agora dispatch describe 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --wait 10m -o json`,
-		Args: exactArgs(1, "ID"),
+		Args: cmdutil.ExactArgs(1, "ID"),
 	}, opts, runF, dispatchDescribeRun)
 	cmd.Flags().DurationVar(&opts.wait, "wait", 0, "wait up to this long (e.g. 30s, 10m) for the dispatch to change state or end first")
 	return cmd
 }
 
-func (o *dispatchDescribeOptions) validate(cmd *cobra.Command) error {
+func (o *dispatchDescribeOptions) Validate(cmd *cobra.Command) error {
 	if o.wait < 0 {
-		return usageErrorf(cmd, "--wait must not be negative")
+		return cmdutil.UsageErrorf(cmd, "--wait must not be negative")
 	}
 	return nil
 }
 
 func dispatchDescribeRun(ctx context.Context, opts *dispatchDescribeOptions) error {
-	d, r, err := openRecord(ctx, opts.f, opts.arg)
+	d, r, err := openRecord(ctx, opts.F, opts.Arg)
 	if err != nil {
 		return err
 	}
@@ -96,13 +98,13 @@ func dispatchDescribeRun(ctx context.Context, opts *dispatchDescribeOptions) err
 	}
 	out := describeOutput{Record: r}
 	out.Placement, out.PlacementError = placementOf(ctx, d, r)
-	return emit(opts.f.IO, opts.output, out, func(o describeOutput) error {
-		printRecord(opts.f.IO.Out, o.Record)
+	return cmdutil.Emit(opts.F.IO, opts.Output, out, func(o describeOutput) error {
+		printRecord(opts.F.IO.Out, o.Record)
 		if since, ok := d.Orphaned(r); ok {
-			fmt.Fprintf(opts.f.IO.Out, "supervisor: gone %s ago; its worker runs on, waiting for agora orch serve to adopt it "+
+			fmt.Fprintf(opts.F.IO.Out, "supervisor: gone %s ago; its worker runs on, waiting for agora orch serve to adopt it "+
 				"(stopped and recorded lost once %s pass without one)\n", since.Round(time.Second), dispatch.OrphanWait)
 		}
-		printPlacement(opts.f.IO.Out, o)
+		printPlacement(opts.F.IO.Out, o)
 		return nil
 	})
 }
@@ -115,7 +117,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "reason:    %s\n", r.Reason)
 	}
 	if r.Detail != "" {
-		fmt.Fprintf(w, "detail:    %s\n", agentText(r.Detail))
+		fmt.Fprintf(w, "detail:    %s\n", cmdutil.AgentText(r.Detail))
 	}
 	if r.ExitCode != nil {
 		fmt.Fprintf(w, "exit code: %d\n", *r.ExitCode)
@@ -124,7 +126,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	for _, e := range r.Envs {
 		fmt.Fprintf(w, "env:       %s@%s\n", e.Name, e.Digest)
 	}
-	fmt.Fprintf(w, "target:    %s (sandbox %s, network %s, isolation %s)\n", r.Target, r.Sandbox, r.Network, orDash(r.Isolation))
+	fmt.Fprintf(w, "target:    %s (sandbox %s, network %s, isolation %s)\n", r.Target, r.Sandbox, r.Network, cmdutil.OrDash(r.Isolation))
 	if r.Learn {
 		fmt.Fprintf(w, "mode:      learn (what the grant would refuse was recorded as *.would_deny, not refused)\n")
 	}
@@ -154,7 +156,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	fmt.Fprintf(w, "timeout:   %s\n", time.Duration(r.Timeout))
 	fmt.Fprintf(w, "actor:     %s\n", r.Actor)
 	if g := r.Grants; g != nil {
-		fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", orNone(g.Tools), orNone(g.Commands), orNone(ruleStrings(g.Egress)))
+		fmt.Fprintf(w, "grants:    tools %s; commands %s; egress %s\n", cmdutil.OrNone(g.Tools), cmdutil.OrNone(g.Commands), cmdutil.OrNone(cmdutil.RuleStrings(g.Egress)))
 	}
 	if b := r.RuntimeBinary; b != nil {
 		fmt.Fprintf(w, "runtime:   %s (%s, sha256 %s, bound read-only at %s)\n", b.HostPath, b.Version, b.SHA256, b.Path)
@@ -164,7 +166,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 		fmt.Fprintf(w, "budget:    %s\n", r.Budget)
 	}
 	if r.Usage != nil {
-		fmt.Fprintf(w, "usage:     %s\n", usageLine(r.Usage, r.Budget))
+		fmt.Fprintf(w, "usage:     %s\n", cmdutil.UsageLine(r.Usage, r.Budget))
 	}
 	printApprovals(w, r)
 	if r.Verify != nil {
@@ -181,9 +183,9 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 			fmt.Fprintf(w, "transcript: %s (%d bytes)\n", res.Transcript.Digest, res.Transcript.Size)
 		}
 		if res.NeedsInput != nil {
-			fmt.Fprintf(w, "question:  %s\n", agentText(res.NeedsInput.Question))
+			fmt.Fprintf(w, "question:  %s\n", cmdutil.AgentText(res.NeedsInput.Question))
 			for _, o := range res.NeedsInput.Options {
-				fmt.Fprintf(w, "  option:  %s\n", agentText(o))
+				fmt.Fprintf(w, "  option:  %s\n", cmdutil.AgentText(o))
 			}
 		}
 	}
@@ -194,33 +196,33 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 }
 
 type dispatchListOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	state string
 	limit int
 }
 
-func newDispatchListCmd(f *Factory, runF func(*dispatchListOptions) error) *cobra.Command {
-	opts := &dispatchListOptions{printOptions: printOptions{f: f}}
+func newDispatchListCmd(f *cmdutil.Factory, runF func(*dispatchListOptions) error) *cobra.Command {
+	opts := &dispatchListOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
 	cmd := &cobra.Command{
 		Use:     "list [--state S]",
 		Short:   "List dispatches, newest first",
 		Example: `  agora dispatch list --state needs_input --limit 10 --output json`,
-		Args:    noArgs,
+		Args:    cmdutil.NoArgs,
 	}
 	cmd.Flags().StringVar(&opts.state, "state", "", "only dispatches in this state")
 	cmd.Flags().IntVar(&opts.limit, "limit", 100, "at most this many")
-	return newPrintCmd(cmd, opts, runF, dispatchListRun)
+	return cmdutil.NewPrintCmd(cmd, opts, runF, dispatchListRun)
 }
 
-func (o *dispatchListOptions) validate(cmd *cobra.Command) error {
+func (o *dispatchListOptions) Validate(cmd *cobra.Command) error {
 	if err := dispatch.CheckState(o.state); err != nil {
-		return usageErrorf(cmd, "--state: %v", err)
+		return cmdutil.UsageErrorf(cmd, "--state: %v", err)
 	}
 	return nil
 }
 
 func dispatchListRun(ctx context.Context, opts *dispatchListOptions) error {
-	f := opts.f
+	f := opts.F
 	d, err := openRecords(ctx, f)
 	if err != nil {
 		return err
@@ -229,26 +231,26 @@ func dispatchListRun(ctx context.Context, opts *dispatchListOptions) error {
 	if err != nil {
 		return err
 	}
-	return emit(f.IO, opts.output, rs, func(rs []*dispatch.Record) error {
+	return cmdutil.Emit(f.IO, opts.Output, rs, func(rs []*dispatch.Record) error {
 		rows := make([][]string, len(rs))
 		for i, r := range rs {
 			sub := r.Subagent
 			if r.Learn {
 				sub += " (learn)" // what its grant would refuse was recorded, not refused
 			}
-			rows[i] = []string{r.ID, r.State, orDash(r.Reason), sub, r.Target, fmtTime(f.IO, f.Now(), r.CreatedAt)}
+			rows[i] = []string{r.ID, r.State, cmdutil.OrDash(r.Reason), sub, r.Target, cmdutil.FmtTime(f.IO, f.Now(), r.CreatedAt)}
 		}
-		return printTable(f.IO, []string{"ID", "STATE", "REASON", "SUBAGENT", "TARGET", "CREATED"}, rows)
+		return cmdutil.PrintTable(f.IO, []string{"ID", "STATE", "REASON", "SUBAGENT", "TARGET", "CREATED"}, rows)
 	})
 }
 
 type dispatchLogsOptions struct {
-	f                          *Factory
+	f                          *cmdutil.Factory
 	id                         string
 	follow, stderr, transcript bool
 }
 
-func newDispatchLogsCmd(f *Factory, runF func(*dispatchLogsOptions) error) *cobra.Command {
+func newDispatchLogsCmd(f *cmdutil.Factory, runF func(*dispatchLogsOptions) error) *cobra.Command {
 	opts := &dispatchLogsOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "logs ID [-f]",
@@ -260,13 +262,13 @@ sequences), bidirectional and invisible characters are shown escaped (\x1b, \u20
 or redirected, the bytes are written as they are. -f follows a running dispatch to its end.
 --transcript prints the model runtimes' JSON Lines transcript (openai, claude-code) of a
 dispatch that ended, redacted the same way.`,
-		Args: exactArgs(1, "ID"),
+		Args: cmdutil.ExactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.id = args[0]
 			if opts.transcript && (opts.stderr || opts.follow) {
-				return usageErrorf(cmd, "--transcript cannot be used with --stderr or --follow")
+				return cmdutil.UsageErrorf(cmd, "--transcript cannot be used with --stderr or --follow")
 			}
-			return runCmd(cmd, opts, runF, dispatchLogsRun)
+			return cmdutil.RunCmd(cmd, opts, runF, dispatchLogsRun)
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "follow the output until the dispatch ends")
@@ -293,7 +295,7 @@ func dispatchLogsRun(ctx context.Context, opts *dispatchLogsOptions) error {
 		if err != nil {
 			return err
 		}
-		out := agentOut(f)
+		out := cmdutil.AgentOut(f)
 		if _, err := out.Write(b); err != nil {
 			return err
 		}
@@ -311,7 +313,7 @@ func dispatchLogsRun(ctx context.Context, opts *dispatchLogsOptions) error {
 	return followLog(ctx, f, d, id, live, opts.follow, opts.stderr)
 }
 
-func printStoredLog(f *Factory, d *dispatch.Dispatcher, r *dispatch.Record, stderr bool, live string) error {
+func printStoredLog(f *cmdutil.Factory, d *dispatch.Dispatcher, r *dispatch.Record, stderr bool, live string) error {
 	var a *dispatch.Artifact
 	if r.Result != nil {
 		a = r.Result.Stdout
@@ -327,7 +329,7 @@ func printStoredLog(f *Factory, d *dispatch.Dispatcher, r *dispatch.Record, stde
 	if err != nil {
 		return err
 	}
-	out := agentOut(f)
+	out := cmdutil.AgentOut(f)
 	if _, err := out.Write(b); err != nil {
 		return err
 	}
@@ -335,9 +337,9 @@ func printStoredLog(f *Factory, d *dispatch.Dispatcher, r *dispatch.Record, stde
 }
 
 // followLog copies the live log file, and with follow keeps copying until the dispatch ends.
-func followLog(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id, path string, follow, stderr bool) error {
+func followLog(ctx context.Context, f *cmdutil.Factory, d *dispatch.Dispatcher, id, path string, follow, stderr bool) error {
 	var off int64
-	out := agentOut(f)
+	out := cmdutil.AgentOut(f)
 	defer out.Close()
 	for {
 		if fh, err := os.Open(path); err == nil {
@@ -371,14 +373,14 @@ func followLog(ctx context.Context, f *Factory, d *dispatch.Dispatcher, id, path
 }
 
 type dispatchPatchOptions struct {
-	f            *Factory
+	f            *cmdutil.Factory
 	id           string
 	branch, repo string
 	// includeLearn lets a learn dispatch's patch become a branch (docs/learn.md).
 	includeLearn bool
 }
 
-func newDispatchPatchCmd(f *Factory, runF func(*dispatchPatchOptions) error) *cobra.Command {
+func newDispatchPatchCmd(f *cmdutil.Factory, runF func(*dispatchPatchOptions) error) *cobra.Command {
 	opts := &dispatchPatchOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "patch ID [--branch NAME [--repo PATH]]",
@@ -398,13 +400,13 @@ configured driver runs. An existing branch is refused, never moved.`,
   agora dispatch patch 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --branch agora/fix-login
   git log -1 --stat agora/fix-login
   agora dispatch patch 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --branch agora/fix-login --repo ~/src/app-clone`,
-		Args: exactArgs(1, "ID"),
+		Args: cmdutil.ExactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.id = args[0]
 			if opts.repo != "" && opts.branch == "" {
-				return usageErrorf(cmd, "--repo goes with --branch")
+				return cmdutil.UsageErrorf(cmd, "--repo goes with --branch")
 			}
-			return runCmd(cmd, opts, runF, dispatchPatchRun)
+			return cmdutil.RunCmd(cmd, opts, runF, dispatchPatchRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.branch, "branch", "", "create this git branch with the patch as one commit")
@@ -452,13 +454,13 @@ func dispatchPatchRun(ctx context.Context, opts *dispatchPatchOptions) error {
 }
 
 type dispatchOutputsOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	id     string
 	to     string
 	output string
 }
 
-func newDispatchOutputsCmd(f *Factory, runF func(*dispatchOutputsOptions) error) *cobra.Command {
+func newDispatchOutputsCmd(f *cmdutil.Factory, runF func(*dispatchOutputsOptions) error) *cobra.Command {
 	opts := &dispatchOutputsOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "outputs ID --to DIR",
@@ -470,17 +472,17 @@ Files are written 0600 (new directories 0700). Nothing already in DIR is followe
 overwritten: a symbolic link, or a different file, where an output goes is an error, and a
 file with the same content is left as it is, so a rerun succeeds.`,
 		Example: `  agora dispatch outputs 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --to ./review`,
-		Args:    exactArgs(1, "ID"),
+		Args:    cmdutil.ExactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.id = args[0]
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, dispatchOutputsRun)
+			return cmdutil.RunCmd(cmd, opts, runF, dispatchOutputsRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.to, "to", "", "directory to write the files into (created if needed)")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -494,14 +496,14 @@ func dispatchOutputsRun(ctx context.Context, opts *dispatchOutputsOptions) error
 	if r.Result != nil {
 		outs = r.Result.Outputs
 	}
-	if opts.output == formatJSON && opts.to == "" {
-		return writeJSON(f.IO.Out, outs)
+	if opts.output == cmdutil.FormatJSON && opts.to == "" {
+		return cmdutil.WriteJSON(f.IO.Out, outs)
 	}
 	if opts.to == "" {
-		return &usageError{err: errors.New("--to DIR is required")}
+		return &cmdutil.UsageError{Err: errors.New("--to DIR is required")}
 	}
 	if len(outs) > 0 {
-		dir, err := openOutDir(opts.to)
+		dir, err := outdir.Open(opts.to)
 		if err != nil {
 			return err
 		}
@@ -514,8 +516,8 @@ func dispatchOutputsRun(ctx context.Context, opts *dispatchOutputsOptions) error
 			fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s\n", path)
 		}
 	}
-	if opts.output == formatJSON {
-		return writeJSON(f.IO.Out, outs)
+	if opts.output == cmdutil.FormatJSON {
+		return cmdutil.WriteJSON(f.IO.Out, outs)
 	}
 	if len(outs) == 0 {
 		fmt.Fprintf(f.IO.ErrOut, "agora: dispatch %s has no outputs\n", r.ID)
@@ -526,47 +528,47 @@ func dispatchOutputsRun(ctx context.Context, opts *dispatchOutputsOptions) error
 // writeOutput writes one output below dir (see writeout.go: no link followed, nothing
 // overwritten, 0600) and returns the path written. Output paths are the agent's: one that
 // would leave dir is refused.
-func writeOutput(d *dispatch.Dispatcher, dir *outDir, o dispatch.Output) (string, error) {
+func writeOutput(d *dispatch.Dispatcher, dir *outdir.Dir, o dispatch.Output) (string, error) {
 	b, err := d.Blobs.Get(o.Digest, 0)
 	if err != nil {
 		return "", err
 	}
-	return dir.writeFile(o.Path, b)
+	return dir.WriteFile(o.Path, b)
 }
 
-func newDispatchCancelCmd(f *Factory, runF func(*dispatchIDOptions) error) *cobra.Command {
-	return newPrintCmd(&cobra.Command{
+func newDispatchCancelCmd(f *cmdutil.Factory, runF func(*dispatchIDOptions) error) *cobra.Command {
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:     "cancel ID",
 		Short:   "Stop a running dispatch and everything it started (idempotent)",
 		Example: `  agora dispatch cancel 01J9Z3K4M5N6P7Q8R9S0T1V2W3 --output json`,
-		Args:    exactArgs(1, "ID"),
-	}, &dispatchIDOptions{printOptions{f: f}}, runF, dispatchCancelRun)
+		Args:    cmdutil.ExactArgs(1, "ID"),
+	}, &dispatchIDOptions{cmdutil.PrintOptions{F: f}}, runF, dispatchCancelRun)
 }
 
 func dispatchCancelRun(ctx context.Context, opts *dispatchIDOptions) error {
-	d, err := openRecords(ctx, opts.f)
+	d, err := openRecords(ctx, opts.F)
 	if err != nil {
 		return err
 	}
-	r, err := d.Cancel(ctx, opts.arg)
+	r, err := d.Cancel(ctx, opts.Arg)
 	if err != nil {
 		return err
 	}
-	return emit(opts.f.IO, opts.output, r, func(r *dispatch.Record) error {
-		fmt.Fprintf(opts.f.IO.Out, "%s %s\n", r.ID, r.State)
+	return cmdutil.Emit(opts.F.IO, opts.Output, r, func(r *dispatch.Record) error {
+		fmt.Fprintf(opts.F.IO.Out, "%s %s\n", r.ID, r.State)
 		return nil
 	})
 }
 
 type dispatchResumeOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	id     string
 	answer string
 	detach bool
 	output string
 }
 
-func newDispatchResumeCmd(f *Factory, runF func(*dispatchResumeOptions) error) *cobra.Command {
+func newDispatchResumeCmd(f *cmdutil.Factory, runF func(*dispatchResumeOptions) error) *cobra.Command {
 	opts := &dispatchResumeOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "resume ID --answer TEXT",
@@ -579,21 +581,21 @@ A question is answered once: the parent moves to state answered and names its ch
 the same transaction that records the child, and a later answer (from here or over MCP)
 is refused naming the first (who, when, which child). A run's attempt is answered through
 its run: 'agora orch answer RUN TASK --answer TEXT'.`,
-		Args: exactArgs(1, "ID"),
+		Args: cmdutil.ExactArgs(1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.id = args[0]
 			if opts.answer == "" {
-				return usageErrorf(cmd, "--answer is required")
+				return cmdutil.UsageErrorf(cmd, "--answer is required")
 			}
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, dispatchResumeRun)
+			return cmdutil.RunCmd(cmd, opts, runF, dispatchResumeRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.answer, "answer", "", "the answer to the dispatch's question (required)")
 	cmd.Flags().BoolVar(&opts.detach, "detach", false, "return once the worker has started")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -607,29 +609,12 @@ func dispatchResumeRun(ctx context.Context, opts *dispatchResumeOptions) error {
 	if errors.As(err, &re) {
 		// A refused answer exits as runDispatch's refusals do, whichever check caught it
 		// (this one, or the transaction that records the child when another answer won).
-		return &usageError{err: err}
+		return &cmdutil.UsageError{Err: err}
 	}
 	if err != nil {
 		return err
 	}
 	return runDispatch(ctx, opts.f, req, opts.detach, opts.output, opts.f.IO.ErrTTY)
-}
-
-// orNone quotes a grant list, or says it is empty.
-func orNone(items []string) string {
-	if len(items) == 0 {
-		return "(none)"
-	}
-	return quoteAll(items)
-}
-
-// ruleStrings is each egress rule as people read it: host[:port], then methods and paths.
-func ruleStrings(rules []grant.EgressRule) []string {
-	out := make([]string, len(rules))
-	for i, r := range rules {
-		out[i] = r.String()
-	}
-	return out
 }
 
 // printNet writes what the dispatch's egress proxy saw: hosts reached and refused, with
@@ -645,7 +630,7 @@ func printNet(w io.Writer, n *proxy.Stats) {
 		keys := slices.Sorted(maps.Keys(m))
 		parts := make([]string, len(keys))
 		for i, k := range keys {
-			parts[i] = fmt.Sprintf("%s (%d)", agentText(k), m[k])
+			parts[i] = fmt.Sprintf("%s (%d)", cmdutil.AgentText(k), m[k])
 		}
 		return strings.Join(parts, ", ")
 	}

@@ -106,7 +106,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	dir, err := f.orchPaths()
+	dir, err := orchPaths(f)
 	if err != nil {
 		return err
 	}

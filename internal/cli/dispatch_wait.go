@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 )
@@ -31,7 +32,7 @@ func waitForChange(ctx context.Context, d *dispatch.Dispatcher, r *dispatch.Reco
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, interrupted("stopped waiting; nothing changed: dispatch %s is %s and runs on (follow it with 'agora dispatch describe %s --wait 10m', stop it with 'agora dispatch cancel %s')",
+			return nil, cmdutil.Interrupted("stopped waiting; nothing changed: dispatch %s is %s and runs on (follow it with 'agora dispatch describe %s --wait 10m', stop it with 'agora dispatch cancel %s')",
 				r.ID, r.State, r.ID, r.ID)
 		case <-deadline.C:
 			return r, nil

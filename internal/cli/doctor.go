@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/doctor"
@@ -31,7 +32,7 @@ func warmHolders(stateDir string) ([]doctor.WarmHolder, error) {
 }
 
 type doctorOptions struct {
-	IO     *IOStreams
+	IO     *cmdutil.IOStreams
 	Output string
 	Host   doctor.Host
 	// Config loads agora.yaml without creating AGORA_HOME.
@@ -51,7 +52,7 @@ type doctorResult struct {
 	Checks      []doctor.Check `json:"checks"`
 }
 
-func newDoctorCmd(f *Factory, runF func(*doctorOptions) error) *cobra.Command {
+func newDoctorCmd(f *cmdutil.Factory, runF func(*doctorOptions) error) *cobra.Command {
 	opts := &doctorOptions{IO: f.IO, Host: doctorHost(), Config: func() (*config.Config, error) {
 		dir, err := f.HomeDir()
 		if err != nil {
@@ -83,15 +84,15 @@ unmounts a 1 MiB tmpfs; it changes nothing else and does not create AGORA_HOME. 
 unless a check that every dispatch needs is missing (then 1).`,
 		Example: `  agora doctor
   sudo agora doctor --output json`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(cmd, opts.Output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.Output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, doctorRun)
+			return cmdutil.RunCmd(cmd, opts, runF, doctorRun)
 		},
 	}
-	addOutputFlag(cmd, &opts.Output)
+	cmdutil.AddOutputFlag(cmd, &opts.Output)
 	return cmd
 }
 
@@ -116,8 +117,8 @@ func doctorRun(ctx context.Context, opts *doctorOptions) error {
 	if opts.Resident != nil && c != nil {
 		rep.Checks = append(rep.Checks, opts.Resident(c))
 	}
-	if opts.Output == formatJSON {
-		if err := writeJSON(opts.IO.Out, doctorResult{CanDispatch: rep.CanDispatch, Checks: rep.Checks}); err != nil {
+	if opts.Output == cmdutil.FormatJSON {
+		if err := cmdutil.WriteJSON(opts.IO.Out, doctorResult{CanDispatch: rep.CanDispatch, Checks: rep.Checks}); err != nil {
 			return err
 		}
 	} else if err := printDoctor(opts.IO, rep); err != nil {
@@ -132,19 +133,19 @@ func doctorRun(ctx context.Context, opts *doctorOptions) error {
 			need = append(need, c.Name)
 		}
 	}
-	return &exitError{code: ExitError, err: errors.New("no dispatch can run on this host until these are fixed: " + strings.Join(need, ", "))}
+	return &cmdutil.ExitCodeError{Code: cmdutil.ExitError, Err: errors.New("no dispatch can run on this host until these are fixed: " + strings.Join(need, ", "))}
 }
 
 // printDoctor writes one row per check: aligned under a header with each fix on the line
 // below on a terminal, else a header, then "name TAB status TAB detail TAB fix" ("-" for no
 // fix).
-func printDoctor(ios *IOStreams, rep doctor.Report) error {
+func printDoctor(ios *cmdutil.IOStreams, rep doctor.Report) error {
 	if !ios.OutTTY {
 		if _, err := fmt.Fprintln(ios.Out, "CHECK\tSTATUS\tDETAIL\tFIX"); err != nil {
 			return err
 		}
 		for _, c := range rep.Checks {
-			if _, err := fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%s\n", c.Name, c.Status, oneLine(c.Detail), orDash(oneLine(c.Fix))); err != nil {
+			if _, err := fmt.Fprintf(ios.Out, "%s\t%s\t%s\t%s\n", c.Name, c.Status, oneLine(c.Detail), cmdutil.OrDash(oneLine(c.Fix))); err != nil {
 				return err
 			}
 		}

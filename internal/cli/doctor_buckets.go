@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/doctor"
 	"github.com/agora-dev/agora/internal/home"
@@ -63,7 +64,7 @@ func doctorReplication(c *config.Config, now time.Time) []doctor.Replication {
 	var out []doctor.Replication
 	for _, db := range []string{"agora", "orch"} {
 		x := doctor.Replication{DB: db + ".db", Lag: c.Replicate.LagOrDefault(), Now: now}
-		if b, err := readLimited(filepath.Join(c.Home, db+"-"+replicateStatusFile), 64<<10); err == nil {
+		if b, err := cmdutil.ReadLimited(filepath.Join(c.Home, db+"-"+replicateStatusFile), 64<<10); err == nil {
 			var s replicatedStatus
 			if json.Unmarshal(b, &s) == nil {
 				x.Published, x.Generation, x.Seq, x.Replicated, x.Err = true, s.Generation, s.Seq, s.Replicated, s.Error

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/compute/local"
 	"github.com/agora-dev/agora/internal/config"
@@ -35,7 +36,7 @@ func TestNewDoctorCmd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := NewFactory(&IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+			f := NewFactory(&cmdutil.IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 			var got *doctorOptions
 			cmd := newDoctorCmd(f, func(o *doctorOptions) error { got = o; return nil })
 			cmd.SetArgs(tt.args)
@@ -82,7 +83,7 @@ func TestDoctorRun(t *testing.T) {
 	defaults := func() (*config.Config, error) { return config.Default("/h"), nil }
 	t.Run("text off a terminal", func(t *testing.T) {
 		var out bytes.Buffer
-		err := doctorRun(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatTable, Host: fakeDoctorHost(true), Config: defaults})
+		err := doctorRun(t.Context(), &doctorOptions{IO: &cmdutil.IOStreams{Out: &out}, Output: cmdutil.FormatTable, Host: fakeDoctorHost(true), Config: defaults})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +103,7 @@ func TestDoctorRun(t *testing.T) {
 	})
 	t.Run("text on a terminal", func(t *testing.T) {
 		var out bytes.Buffer
-		err := doctorRun(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out, OutTTY: true}, Output: formatTable, Host: fakeDoctorHost(true), Config: defaults})
+		err := doctorRun(t.Context(), &doctorOptions{IO: &cmdutil.IOStreams{Out: &out, OutTTY: true}, Output: cmdutil.FormatTable, Host: fakeDoctorHost(true), Config: defaults})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,9 +114,9 @@ func TestDoctorRun(t *testing.T) {
 	})
 	t.Run("json, and exit 1 when nothing can run", func(t *testing.T) {
 		var out bytes.Buffer
-		err := doctorRun(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatJSON, Host: fakeDoctorHost(false), Config: defaults})
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != ExitError || !strings.Contains(err.Error(), "bwrap, user-namespaces") {
+		err := doctorRun(t.Context(), &doctorOptions{IO: &cmdutil.IOStreams{Out: &out}, Output: cmdutil.FormatJSON, Host: fakeDoctorHost(false), Config: defaults})
+		var ee *cmdutil.ExitCodeError
+		if !errors.As(err, &ee) || ee.Code != cmdutil.ExitError || !strings.Contains(err.Error(), "bwrap, user-namespaces") {
 			t.Fatalf("err = %v, want exit 1 naming bwrap and user-namespaces", err)
 		}
 		var got map[string]any
@@ -137,7 +138,7 @@ func TestDoctorRun(t *testing.T) {
 		bad := func() (*config.Config, error) {
 			return nil, errors.New("agora.yaml:2: targets.local.disk: at least 1MiB")
 		}
-		err := doctorRun(t.Context(), &doctorOptions{IO: &IOStreams{Out: &out}, Output: formatTable, Host: fakeDoctorHost(true), Config: bad})
+		err := doctorRun(t.Context(), &doctorOptions{IO: &cmdutil.IOStreams{Out: &out}, Output: cmdutil.FormatTable, Host: fakeDoctorHost(true), Config: bad})
 		if err == nil || !strings.Contains(out.String(), "config\tmissing\tagora.yaml does not load: agora.yaml:2: targets.local.disk") {
 			t.Errorf("err %v, output:\n%s", err, out.String())
 		}
@@ -148,7 +149,7 @@ func TestDoctorRun(t *testing.T) {
 func TestDoctor_ThisHost(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "no-such-home")
 	var out, errOut bytes.Buffer
-	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, func(k string) string {
+	f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, func(k string) string {
 		return map[string]string{"AGORA_HOME": home, "HOME": home}[k]
 	})
 	defer f.Close()
@@ -157,7 +158,7 @@ func TestDoctor_ThisHost(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("stdout: %v\n%s", err, out.String())
 	}
-	if (code == ExitOK) != res.CanDispatch {
+	if (code == cmdutil.ExitOK) != res.CanDispatch {
 		t.Errorf("exit %d with can_dispatch %v (stderr %q)", code, res.CanDispatch, errOut.String())
 	}
 	if _, err := os.Stat(home); !os.IsNotExist(err) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/shellwords"
 	"github.com/agora-dev/agora/internal/verdict"
 )
@@ -38,30 +39,30 @@ func (v *verifyFlags) spec(cmd *cobra.Command) (*verdict.Spec, error) {
 	if !fl.Changed("verify") {
 		for _, name := range []string{"verify-timeout", "protect", "changes", "expect-junit", "expect-min-tests"} {
 			if fl.Changed(name) {
-				return nil, usageErrorf(cmd, "--%s needs --verify: name the command that checks the work", name)
+				return nil, cmdutil.UsageErrorf(cmd, "--%s needs --verify: name the command that checks the work", name)
 			}
 		}
 		return nil, nil
 	}
 	if fl.Changed("expect-min-tests") && !fl.Changed("expect-junit") {
-		return nil, usageErrorf(cmd, "--expect-min-tests needs --expect-junit: name the report the command writes")
+		return nil, cmdutil.UsageErrorf(cmd, "--expect-min-tests needs --expect-junit: name the report the command writes")
 	}
 	if fl.Changed("expect-min-tests") && v.minTests < 1 {
-		return nil, usageErrorf(cmd, "--expect-min-tests must be at least 1")
+		return nil, cmdutil.UsageErrorf(cmd, "--expect-min-tests must be at least 1")
 	}
 	argv, err := shellwords.Split(v.line)
 	if err != nil {
-		return nil, usageErrorf(cmd, "--verify %q: %v; give one simple command such as 'go test ./...' (for pipes or redirections, name a script in the repository)", v.line, err)
+		return nil, cmdutil.UsageErrorf(cmd, "--verify %q: %v; give one simple command such as 'go test ./...' (for pipes or redirections, name a script in the repository)", v.line, err)
 	}
 	s := &verdict.Spec{Command: argv, Timeout: v.timeout, Protect: v.protect, Changes: v.changes}
 	if fl.Changed("expect-junit") {
 		s.Expect = &verdict.Expect{JUnit: v.junit, MinTests: v.minTests}
 	}
 	if fl.Changed("verify-timeout") && v.timeout <= 0 {
-		return nil, usageErrorf(cmd, "--verify-timeout must be more than 0s")
+		return nil, cmdutil.UsageErrorf(cmd, "--verify-timeout must be more than 0s")
 	}
 	if err := s.Validate(); err != nil {
-		return nil, usageErrorf(cmd, "--verify: %v", err)
+		return nil, cmdutil.UsageErrorf(cmd, "--verify: %v", err)
 	}
 	return s, nil
 }
@@ -80,13 +81,13 @@ func printGate(w io.Writer, label string, s *verdict.Spec, v *verdict.Verdict, t
 		if e := s.Expect; e != nil {
 			line += fmt.Sprintf("; expect %s with at least %d test(s)", e.JUnit, e.Min())
 		}
-		fmt.Fprintf(w, "%s%s)\n", label, agentText(line))
+		fmt.Fprintf(w, "%s%s)\n", label, cmdutil.AgentText(line))
 	}
 	if v == nil {
 		return
 	}
 	pad := strings.Repeat(" ", len(label))
-	fmt.Fprintf(w, "%s%s\n", pad, agentText("verdict "+v.Summary()))
+	fmt.Fprintf(w, "%s%s\n", pad, cmdutil.AgentText("verdict "+v.Summary()))
 	if v.OutputBytes > 0 {
 		fmt.Fprintf(w, "%soutput %d bytes, the last %d kept (sha256 %s):\n", pad, v.OutputBytes, len(v.OutputTail), v.OutputSHA256)
 	}
@@ -98,7 +99,7 @@ func printGate(w io.Writer, label string, s *verdict.Spec, v *verdict.Verdict, t
 		lines = lines[len(lines)-tailLines:]
 	}
 	for _, l := range lines {
-		fmt.Fprintf(w, "%s| %s\n", pad, agentText(l))
+		fmt.Fprintf(w, "%s| %s\n", pad, cmdutil.AgentText(l))
 	}
 }
 

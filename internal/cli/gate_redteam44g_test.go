@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestRedTeam44G_ChangesFlagTakesEachGlobWhole: --changes is one glob per flag, never split:
@@ -31,7 +33,7 @@ func TestRedTeam44G_ChangesFlagTakesEachGlobWhole(t *testing.T) {
 		for _, c := range tt.changes {
 			args = append(args, "--changes", c)
 		}
-		f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		var got *dispatchRunOptions
 		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
 		cmd.SetArgs(args)
@@ -39,7 +41,7 @@ func TestRedTeam44G_ChangesFlagTakesEachGlobWhole(t *testing.T) {
 		cmd.SetErr(&bytes.Buffer{})
 		err := cmd.Execute()
 		if tt.wantErr != "" {
-			if _, usage := err.(*usageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
+			if _, usage := err.(*cmdutil.UsageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("--changes %q: Execute = %v, want a usage error containing %q", tt.changes, err, tt.wantErr)
 			}
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -44,7 +45,7 @@ func TestNewDispatchRunCmd_Verify(t *testing.T) {
 		{args: []string{"--verify", "true", "--verify-timeout", "0s"}, wantErr: "more than 0s"},
 		{args: []string{"--verify", "true", "--protect", "/etc/**"}, wantErr: "relative"},
 	} {
-		f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		var got *dispatchRunOptions
 		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
 		cmd.SetArgs(append([]string{"--subagent", "s"}, tt.args...))
@@ -52,7 +53,7 @@ func TestNewDispatchRunCmd_Verify(t *testing.T) {
 		cmd.SetErr(&bytes.Buffer{})
 		err := cmd.Execute()
 		if tt.wantErr != "" {
-			if _, usage := err.(*usageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
+			if _, usage := err.(*cmdutil.UsageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%q: Execute = %v, want a usage error containing %q", tt.args, err, tt.wantErr)
 			}
 			continue

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
@@ -21,7 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/workerbin"
 )
 
-func newGatewayCmd(f *Factory) *cobra.Command {
+func newGatewayCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Serve the network gateway remote workers reach agora through",
@@ -29,7 +30,7 @@ func newGatewayCmd(f *Factory) *cobra.Command {
 reaches this host: one TLS listener, a token per dispatch scoped to its own routes and
 revoked at its end. It moves bytes only: the model gateway, the egress proxy and every
 decision stay with each dispatch's supervisor on this host.`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 	}
 	cmd.AddCommand(newGatewayServeCmd(f, nil))
 	return cmd
@@ -37,12 +38,12 @@ decision stay with each dispatch's supervisor on this host.`,
 
 // gatewayServeOptions are agora gateway serve's flags.
 type gatewayServeOptions struct {
-	f         *Factory
+	f         *cmdutil.Factory
 	listen    string
 	advertise string
 }
 
-func newGatewayServeCmd(f *Factory, runF func(*gatewayServeOptions) error) *cobra.Command {
+func newGatewayServeCmd(f *cmdutil.Factory, runF func(*gatewayServeOptions) error) *cobra.Command {
 	opts := &gatewayServeOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -54,14 +55,14 @@ certificate for the host of --advertise (default: gateway.advertise), issued by 
 own CA in AGORA_HOME/keys/gateway-ca.pem: the certificate pods trust. Sessions are those
 the dispatches' supervisors register in AGORA_HOME/gateway/sessions.`,
 		Example: `  agora gateway serve --listen 0.0.0.0:8443 --advertise https://10.0.0.5:8443`,
-		Args:    noArgs,
+		Args:    cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.advertise != "" {
 				if _, err := advertisedHost(opts.advertise); err != nil {
-					return usageErrorf(cmd, "--advertise: %v", err)
+					return cmdutil.UsageErrorf(cmd, "--advertise: %v", err)
 				}
 			}
-			return runCmd(cmd, opts, runF, gatewayServeRun)
+			return cmdutil.RunCmd(cmd, opts, runF, gatewayServeRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.listen, "listen", "", "address to listen on, HOST:PORT (default: gateway.listen)")
@@ -70,7 +71,7 @@ the dispatches' supervisors register in AGORA_HOME/gateway/sessions.`,
 }
 
 func gatewayServeRun(ctx context.Context, opts *gatewayServeOptions) error {
-	serve, err := opts.f.networkGateway(ctx, opts.listen, opts.advertise)
+	serve, err := networkGateway(ctx, opts.f, opts.listen, opts.advertise)
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func keptUploads(h *home.Home) netgw.UploadStore {
 // networkGateway prepares the network gateway on listen, certified for advertise's host (each
 // defaulting to agora.yaml's gateway:) and returns the function that serves it until ctx ends.
 // agora gateway serve and agora orch serve --gateway run it.
-func (f *Factory) networkGateway(ctx context.Context, listen, advertise string) (func(context.Context) error, error) {
+func networkGateway(ctx context.Context, f *cmdutil.Factory, listen, advertise string) (func(context.Context) error, error) {
 	h, err := f.Home(ctx)
 	if err != nil {
 		return nil, err
@@ -180,7 +181,7 @@ func advertisedHost(s string) (string, error) {
 // worker program this agora dispatches with (agora-worker beside it, or the one agora.yaml or
 // AGORA_WORKER_BINARY names), which `make image` copies into the worker image. An unversioned
 // build is compared by its bytes, so a stale image of one is refused.
-func hostWorkerVersion(f *Factory, c *config.Config) string {
+func hostWorkerVersion(f *cmdutil.Factory, c *config.Config) string {
 	// Without a worker program to read, this agora's own version: a release's still matches
 	// its image; an unversioned build's matches nothing.
 	fallback := remote.Identity(buildVersion(), "")

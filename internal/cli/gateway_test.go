@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/agoratest"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
@@ -36,7 +37,7 @@ func TestNewGatewayServeCmd(t *testing.T) {
 		{name: "an argument", args: []string{"extra"}, wantUsage: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+			f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 			var got *gatewayServeOptions
 			cmd := newGatewayServeCmd(f, func(o *gatewayServeOptions) error { got = o; return nil })
 			cmd.SetArgs(tc.args)
@@ -64,7 +65,7 @@ func TestNewGatewayServeCmd(t *testing.T) {
 func TestGatewayServeRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "home")
 	errOut := &agoratest.SyncBuffer{}
-	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}, func(k string) string {
+	f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}, func(k string) string {
 		if k == "AGORA_HOME" {
 			return dir
 		}

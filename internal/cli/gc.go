@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch"
@@ -21,13 +22,13 @@ import (
 )
 
 type gcOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	dryRun bool
 }
 
-func newGCCmd(f *Factory, runF func(*gcOptions) error) *cobra.Command {
-	opts := &gcOptions{printOptions: printOptions{f: f}}
-	cmd := newPrintCmd(&cobra.Command{
+func newGCCmd(f *cmdutil.Factory, runF func(*gcOptions) error) *cobra.Command {
+	opts := &gcOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
+	cmd := cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "gc",
 		Short: "Purge the products of dispatches, and orchestrator runs, older than agora.yaml's retention",
 		Long: `Purge what agora.yaml's retention has aged out: a dispatch's patch, outputs and inputs
@@ -67,7 +68,7 @@ sweep, fenced as its commits are): gc refuses, on every replica, all but --dry-r
 
   # Purge it, recorded as you (or --actor)
   agora gc`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 	}, opts, runF, gcRun)
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "list what would be purged; change nothing")
 	return cmd
@@ -92,7 +93,7 @@ type gcReport struct {
 
 // newSweeper is the sweeper of h under pol: orch.db is opened for writing (migrated, full
 // sync, as serve opens it) only when a sweep has runs to purge.
-func newSweeper(f *Factory, h *home.Home, pol config.RetentionPolicy) *retention.Sweeper {
+func newSweeper(f *cmdutil.Factory, h *home.Home, pol config.RetentionPolicy) *retention.Sweeper {
 	path := filepath.Join(h.Dir, orchDir, orchDB)
 	return &retention.Sweeper{DB: h.DB, OrchDB: path, Blobs: h.Blobs, Policy: pol, Log: audit.New(f.Now), Now: f.Now,
 		OpenOrch: func(ctx context.Context) (*store.DB, error) {
@@ -101,7 +102,7 @@ func newSweeper(f *Factory, h *home.Home, pol config.RetentionPolicy) *retention
 }
 
 func gcRun(ctx context.Context, opts *gcOptions) error {
-	f := opts.f
+	f := opts.F
 	if err := refuseGCOffLeader(f, opts.dryRun); err != nil {
 		return err
 	}
@@ -115,14 +116,14 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 	}
 	s := newSweeper(f, h, pol)
 	rep := gcReport{DryRun: opts.dryRun, Blobs: days(pol.Blobs), Logs: days(pol.Logs), Runs: days(pol.Runs), Location: h.Blobs.Where()}
-	if !pol.Set() && h.Config.Replicate.KeepGenerations == 0 && opts.output != formatJSON {
+	if !pol.Set() && h.Config.Replicate.KeepGenerations == 0 && opts.Output != cmdutil.FormatJSON {
 		fmt.Fprintf(f.IO.ErrOut, "agora: agora.yaml sets no retention: nothing is purged (see 'agora gc --help')\n")
 	}
 	var plan *retention.Plan
 	if opts.dryRun {
 		plan, err = s.Plan(ctx)
 	} else {
-		f.wrote = true
+		f.Wrote = true
 		var res retention.Result
 		plan, res, err = s.Run(ctx, f.Actor(), retention.RoleOperator, gcProgress(f))
 		rep.Result = &res
@@ -148,11 +149,11 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}
-	return emit(f.IO, opts.output, rep, func(r gcReport) error { return gcText(f, r) })
+	return cmdutil.Emit(f.IO, opts.Output, rep, func(r gcReport) error { return gcText(f, r) })
 }
 
 // gcProgress reports each batch on stderr when it is a terminal.
-func gcProgress(f *Factory) retention.Progress {
+func gcProgress(f *cmdutil.Factory) retention.Progress {
 	if !f.IO.ErrTTY {
 		return nil
 	}
@@ -161,14 +162,14 @@ func gcProgress(f *Factory) retention.Progress {
 	}
 }
 
-func gcText(f *Factory, r gcReport) error {
+func gcText(f *cmdutil.Factory, r gcReport) error {
 	if len(r.Items) > 0 {
 		rows := make([][]string, 0, len(r.Items))
 		for _, it := range r.Items {
 			rows = append(rows, []string{it.Dispatch, it.Product, it.Class, strconv.FormatInt(it.Size, 10),
 				it.EndedAt.Format(time.DateOnly), string(it.Digest)})
 		}
-		if err := printTable(f.IO, []string{"DISPATCH", "PRODUCT", "CLASS", "BYTES", "ENDED", "DIGEST"}, rows); err != nil {
+		if err := cmdutil.PrintTable(f.IO, []string{"DISPATCH", "PRODUCT", "CLASS", "BYTES", "ENDED", "DIGEST"}, rows); err != nil {
 			return err
 		}
 	}
@@ -217,7 +218,7 @@ const retentionInterval = time.Hour
 // serve`; with leader: only the leading orch serve, see gc_leader.go): nothing without
 // retention in agora.yaml. A sweep that purged, finished or left
 // something is logged; a failed one is a warning and the next hour's sweep tries again.
-func serveRetention(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger) {
+func serveRetention(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *slog.Logger) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if h.Config.Replicate.KeepGenerations > 0 {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 )
 
@@ -28,7 +29,7 @@ func (e *gcLeaderError) Hint() string {
 
 // refuseGCOffLeader is gc's rule under leader: (see above): nil for a dry run or without
 // leader:, else the refusal. It reads agora.yaml only: nothing is opened, nothing committed.
-func refuseGCOffLeader(f *Factory, dryRun bool) error {
+func refuseGCOffLeader(f *cmdutil.Factory, dryRun bool) error {
 	if dryRun {
 		return nil
 	}
@@ -36,7 +37,7 @@ func refuseGCOffLeader(f *Factory, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	if err := f.requireHome(); err != nil {
+	if err := f.RequireHome(); err != nil {
 		return err
 	}
 	cfg, err := config.Load(dir)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/replicate"
 	"github.com/agora-dev/agora/internal/retention"
@@ -28,7 +29,7 @@ var replicaDBs = [...]string{"agora", "orch"}
 // Generations recorded and not deleted (a kill in between) are planned, recorded and deleted
 // again by the next sweep. Another home's generations on the same prefix are never removed:
 // each comes back in foreign, said as a warning (replicate/owner.go).
-func pruneReplicas(ctx context.Context, f *Factory, h *home.Home, dryRun bool, actor, role string) (out []replicate.PrunedGeneration, foreign []string, err error) {
+func pruneReplicas(ctx context.Context, f *cmdutil.Factory, h *home.Home, dryRun bool, actor, role string) (out []replicate.PrunedGeneration, foreign []string, err error) {
 	out = []replicate.PrunedGeneration{}
 	rc := h.Config.Replicate
 	if rc.S3 == nil || rc.KeepGenerations == 0 {
@@ -77,7 +78,7 @@ func pruneReplicas(ctx context.Context, f *Factory, h *home.Home, dryRun bool, a
 }
 
 // recordPrune commits plan's retention.replica_pruned entries to h's audit log.
-func recordPrune(ctx context.Context, f *Factory, h *home.Home, plan replicate.PrunePlan, keep int, actor, role string) error {
+func recordPrune(ctx context.Context, f *cmdutil.Factory, h *home.Home, plan replicate.PrunePlan, keep int, actor, role string) error {
 	entries := make([]audit.Entry, 0, len(plan.Remove))
 	for _, g := range plan.Remove {
 		entries = append(entries, audit.Entry{Actor: actor, Kind: entry.RetentionReplicaPruned, Subject: entry.Replica(g.DB, g.Generation),
@@ -93,7 +94,7 @@ func recordPrune(ctx context.Context, f *Factory, h *home.Home, plan replicate.P
 // recordLeft commits a retention.replica_left entry for each of db's foreign generations no
 // entry records yet: the decision to leave another home's generation is said once, when a
 // prune first makes it, not at every sweep.
-func recordLeft(ctx context.Context, f *Factory, h *home.Home, db string, foreign []replicate.Owner, actor, role string) error {
+func recordLeft(ctx context.Context, f *cmdutil.Factory, h *home.Home, db string, foreign []replicate.Owner, actor, role string) error {
 	if len(foreign) == 0 {
 		return nil
 	}
@@ -124,7 +125,7 @@ func recordLeft(ctx context.Context, f *Factory, h *home.Home, db string, foreig
 // servePrune prunes h's replica at start and every retentionInterval until ctx ends, as
 // serve's retention sweep does (actor system, role retention-sweep); a failed prune is a
 // warning and the next one tries again.
-func servePrune(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger) {
+func servePrune(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *slog.Logger) {
 	t := time.NewTicker(retentionInterval)
 	defer t.Stop()
 	for {

@@ -5,10 +5,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // gcRunsTable prints the runs retention.runs removes, after the products' table.
-func gcRunsTable(f *Factory, r gcReport) error {
+func gcRunsTable(f *cmdutil.Factory, r gcReport) error {
 	if len(r.RunItems) == 0 {
 		return nil
 	}
@@ -17,12 +19,12 @@ func gcRunsTable(f *Factory, r gcReport) error {
 		rows = append(rows, []string{it.Run, it.Name, it.State, it.EndedAt.Format(time.DateOnly),
 			strconv.Itoa(it.Tasks), strconv.Itoa(it.Attempts)})
 	}
-	return printTable(f.IO, []string{"RUN", "NAME", "STATE", "ENDED", "TASKS", "ATTEMPTS"}, rows)
+	return cmdutil.PrintTable(f.IO, []string{"RUN", "NAME", "STATE", "ENDED", "TASKS", "ATTEMPTS"}, rows)
 }
 
 // gcRunsSummary says how many runs go (verb: "would purge" or "purged") and which old ones
 // are kept and why, so an operator is never left wondering why a run outlived retention.runs.
-func gcRunsSummary(f *Factory, r gcReport, verb string) {
+func gcRunsSummary(f *cmdutil.Factory, r gcReport, verb string) {
 	if r.Runs == "keep" {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 var (
@@ -105,8 +105,8 @@ func TestInterrupt_OrchWatch(t *testing.T) {
 	}
 	err = watch.Wait()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != cli.ExitInterrupted {
-		t.Fatalf("watch: %v, want exit %d; progress seen %q\n%s", err, cli.ExitInterrupted, progress, errOut.String())
+	if !ok || ee.ExitCode() != cmdutil.ExitInterrupted {
+		t.Fatalf("watch: %v, want exit %d; progress seen %q\n%s", err, cmdutil.ExitInterrupted, progress, errOut.String())
 	}
 	want := "agora: interrupted: stopped watching; nothing changed: run " + id + " keeps running in 'agora orch serve'"
 	if !strings.Contains(errOut.String(), want) || strings.Contains(errOut.String(), "context canceled") {

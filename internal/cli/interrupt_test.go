@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute/local"
 )
 
@@ -97,7 +97,7 @@ func sandboxHome(t *testing.T) map[string]string {
 		{"capability", "register", "shell", "--from", capDir},
 		{"subagent", "register", "slow", "--runtime", "exec", "--command", "sh -c 'echo working on it; sleep 60'", "--capability", "shell"},
 	} {
-		if r := runAgora(t, env, args...); r.code != cli.ExitOK {
+		if r := runAgora(t, env, args...); r.code != cmdutil.ExitOK {
 			t.Fatalf("agora %v: exit %d\n%s", args, r.code, r.stderr)
 		}
 	}
@@ -111,8 +111,8 @@ func TestInterrupt_DispatchRun(t *testing.T) {
 	env := sandboxHome(t)
 	cmd := agoraProcess(t, env, "dispatch", "run", "--subagent", "slow", "--progress", "-o", "json")
 	code, stdout, stderr := interruptWhen(t, cmd, "| working on it")
-	if code != cli.ExitInterrupted {
-		t.Fatalf("exit %d, want %d\n%s", code, cli.ExitInterrupted, stderr)
+	if code != cmdutil.ExitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", code, cmdutil.ExitInterrupted, stderr)
 	}
 	if strings.Contains(stderr, "context canceled") || !strings.Contains(stderr, "agora: interrupted: dispatch ") ||
 		!strings.Contains(stderr, "was cancelled: the sandbox was stopped and the end recorded") {
@@ -165,8 +165,8 @@ func TestInterrupt_ReadNothingChanged(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != cli.ExitInterrupted {
-		t.Fatalf("logs -f: %v, want exit %d\n%s", err, cli.ExitInterrupted, errOut.String())
+	if !ok || ee.ExitCode() != cmdutil.ExitInterrupted {
+		t.Fatalf("logs -f: %v, want exit %d\n%s", err, cmdutil.ExitInterrupted, errOut.String())
 	}
 	if got := errOut.String(); got != "agora: interrupted: nothing changed\n" {
 		t.Errorf("stderr %q, want the one line saying nothing changed", got)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/mcphost"
 	"github.com/agora-dev/agora/internal/mcpserver"
@@ -30,7 +31,7 @@ const (
 )
 
 type mcpOptions struct {
-	f *Factory
+	f *cmdutil.Factory
 	// ceilingLevel is --ceiling parsed; httpCfg the checked HTTP transport, nil for stdio.
 	ceilingLevel mcpserver.Ceiling
 	httpCfg      *mcpserver.HTTPConfig
@@ -42,7 +43,7 @@ type mcpOptions struct {
 	burst      int
 }
 
-func newMCPCmd(f *Factory, runF func(*mcpOptions) error) *cobra.Command {
+func newMCPCmd(f *cmdutil.Factory, runF func(*mcpOptions) error) *cobra.Command {
 	opts := &mcpOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "mcp [--http HOST:PORT]",
@@ -81,14 +82,14 @@ Ceilings (a client sees and may call only what its ceiling allows):
 		Example: `  claude mcp add agora --env AGORA_HOME=$HOME/.local/share/agora -- agora mcp --ceiling orchestrate
   agora mcp --ceiling read
   AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora mcp --http 127.0.0.1:8765`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Whatever happens next, no process this one starts inherits the token.
 			token := f.Getenv(envHTTPToken)
 			os.Unsetenv(envHTTPToken)
 			ceiling, err := mcpserver.ParseCeiling(opts.ceiling)
 			if err != nil {
-				return usageErrorf(cmd, "--ceiling: %v", err)
+				return cmdutil.UsageErrorf(cmd, "--ceiling: %v", err)
 			}
 			opts.ceilingLevel = ceiling
 			if opts.http != "" {
@@ -98,7 +99,7 @@ Ceilings (a client sees and may call only what its ceiling allows):
 				}
 				opts.httpCfg = &cfg
 			}
-			return runCmd(cmd, opts, runF, mcpRun)
+			return cmdutil.RunCmd(cmd, opts, runF, mcpRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -121,12 +122,12 @@ func (e *mcpSetupError) Unwrap() error { return e.err }
 func (e *mcpSetupError) Hint() string  { return e.hint }
 
 func mcpRefusal(cmd *cobra.Command, err error, hint string) error {
-	return &usageError{err: &mcpSetupError{err: err, hint: hint}, cmd: cmd}
+	return &cmdutil.UsageError{Err: &mcpSetupError{err: err, hint: hint}, Cmd: cmd}
 }
 
 // mcpHTTPConfig gathers the HTTP transport's clients and address and checks them before
 // anything is opened: no token, no bind.
-func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token string, ceiling mcpserver.Ceiling) (mcpserver.HTTPConfig, error) {
+func mcpHTTPConfig(cmd *cobra.Command, f *cmdutil.Factory, opts *mcpOptions, token string, ceiling mcpserver.Ceiling) (mcpserver.HTTPConfig, error) {
 	cfg := mcpserver.HTTPConfig{Addr: opts.http, AllowHosts: opts.allowHosts,
 		Limits: mcpserver.Limits{Rate: opts.rate, Burst: opts.burst},
 		// A client's traceparent header: the dispatches and runs its calls start join its trace.
@@ -134,7 +135,7 @@ func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token strin
 	file := f.Getenv(envHTTPTokensFile)
 	switch {
 	case token != "" && file != "":
-		return cfg, usageErrorf(cmd, "both %s and %s are set; use one", envHTTPToken, envHTTPTokensFile)
+		return cfg, cmdutil.UsageErrorf(cmd, "both %s and %s are set; use one", envHTTPToken, envHTTPTokensFile)
 	case token != "":
 		if err := mcpserver.CheckToken(token); err != nil {
 			return cfg, mcpRefusal(cmd, fmt.Errorf("%s: %w", envHTTPToken, err), "generate one with: openssl rand -hex 32")
@@ -142,7 +143,7 @@ func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token strin
 		cfg.Clients = []mcpserver.Client{{Name: mcpserver.DefaultClientName, Token: token, Ceiling: ceiling}}
 	case file != "":
 		if cmd.Flags().Changed("ceiling") {
-			return cfg, usageErrorf(cmd, "--ceiling does not apply with %s: each client there has its own ceiling", envHTTPTokensFile)
+			return cfg, cmdutil.UsageErrorf(cmd, "--ceiling does not apply with %s: each client there has its own ceiling", envHTTPTokensFile)
 		}
 		src, err := readTokensFile(file)
 		if err != nil {
@@ -167,7 +168,7 @@ func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token strin
 	case mcpserver.AllowAnyValue:
 		cfg.AllowAny = true
 	default:
-		return cfg, usageErrorf(cmd, "%s must be exactly %s, or unset", envHTTPAllowAny, mcpserver.AllowAnyValue)
+		return cfg, cmdutil.UsageErrorf(cmd, "%s must be exactly %s, or unset", envHTTPAllowAny, mcpserver.AllowAnyValue)
 	}
 	if err := mcpserver.CheckBind(cfg.Addr, cfg.AllowAny); err != nil {
 		return cfg, mcpRefusal(cmd, err, "bind 127.0.0.1 and put a TLS-terminating proxy in front to serve other hosts")
@@ -179,7 +180,7 @@ func mcpHTTPConfig(cmd *cobra.Command, f *Factory, opts *mcpOptions, token strin
 }
 
 // mcpOIDC returns the verifier of agora.yaml's auth.oidc, or nil when it is absent.
-func mcpOIDC(f *Factory) (*oidcauth.Verifier, error) {
+func mcpOIDC(f *cmdutil.Factory) (*oidcauth.Verifier, error) {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return nil, err
@@ -200,7 +201,7 @@ func readTokensFile(path string) ([]byte, error) {
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s %s is readable or writable by others (mode %04o)", envHTTPTokensFile, path, st.Mode().Perm())
 	}
-	return readLimited(path, maxTokensFile)
+	return cmdutil.ReadLimited(path, maxTokensFile)
 }
 
 // mcpRun wires the server from the factory: the catalog reader, a dispatcher port that hands
@@ -284,10 +285,10 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	// The client is recorded as --actor when given, else as the name it gives in initialize
 	// with the OS user who started this server: CLIENT@USER (e.g. claude-code@alice).
 	stdio := mcpserver.StdioConfig{
-		Principal: mcpserver.Principal{Client: f.actorFlag, Ceiling: opts.ceilingLevel},
+		Principal: mcpserver.Principal{Client: f.ActorFlag, Ceiling: opts.ceilingLevel},
 		Limits:    mcpserver.Limits{Rate: opts.rate, Burst: opts.burst},
 	}
-	if f.actorFlag == "" {
+	if f.ActorFlag == "" {
 		stdio.Owner = f.Actor()
 	}
 	err = srv.ServeStdio(ctx, f.IO.In, f.IO.Out, stdio)

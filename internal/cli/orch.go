@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/agora-dev/agora/internal/tracing"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/tracing"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +23,7 @@ const (
 	orchSocket = "orch.sock"
 )
 
-func newOrchCmd(f *Factory) *cobra.Command {
+func newOrchCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "orch",
 		Short: "Run plans (DAGs of dispatches) with the orchestrator service",
@@ -51,7 +53,7 @@ schedule add and remove are privileged: they exist on this command line only, ne
 }
 
 // orchPaths returns AGORA_HOME/orch, creating it 0700.
-func (f *Factory) orchPaths() (dir string, err error) {
+func orchPaths(f *cmdutil.Factory) (dir string, err error) {
 	h, err := f.HomeDir()
 	if err != nil {
 		return "", err
@@ -63,8 +65,8 @@ func (f *Factory) orchPaths() (dir string, err error) {
 	return dir, nil
 }
 
-// OrchClient connects to the orchestrator service of AGORA_HOME.
-func (f *Factory) OrchClient(ctx context.Context) (*client.Client, error) {
+// orchClient connects to the orchestrator service of AGORA_HOME.
+func orchClient(ctx context.Context, f *cmdutil.Factory) (*client.Client, error) {
 	h, err := f.HomeDir()
 	if err != nil {
 		return nil, err
@@ -76,7 +78,7 @@ func (f *Factory) OrchClient(ctx context.Context) (*client.Client, error) {
 }
 
 // runStatus connects to the orchestrator service and reads run ref (an id or a plan name).
-func runStatus(ctx context.Context, f *Factory, ref string) (*client.Client, api.Run, error) {
+func runStatus(ctx context.Context, f *cmdutil.Factory, ref string) (*client.Client, api.Run, error) {
 	c, err := f.OrchClient(ctx)
 	if err != nil {
 		return nil, api.Run{}, err
@@ -89,7 +91,7 @@ func runStatus(ctx context.Context, f *Factory, ref string) (*client.Client, api
 }
 
 // noteShared says on stderr which run a name shared by several runs stands for: the newest.
-func noteShared(f *Factory, r api.Run) {
+func noteShared(f *cmdutil.Factory, r api.Run) {
 	if r.NameRuns > 1 {
 		fmt.Fprintf(f.IO.ErrOut, "agora: %d runs are named %s; this is the newest, %s (created %s); name another by its id (agora orch runs)\n",
 			r.NameRuns, r.Name, r.ID, r.CreatedAt.UTC().Format(time.RFC3339))

@@ -8,18 +8,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/outdir"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 type orchAuditOptions struct {
-	f   *Factory
+	f   *cmdutil.Factory
 	run string
 	out string
 }
 
-func newOrchAuditCmd(f *Factory, runF func(*orchAuditOptions) error) *cobra.Command {
+func newOrchAuditCmd(f *cmdutil.Factory, runF func(*orchAuditOptions) error) *cobra.Command {
 	opts := &orchAuditOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "audit RUN --out FILE",
@@ -34,13 +36,13 @@ good. A run that ended but is not sealed yet (a failed run, kept open for 'retry
 sealed first. Every dispatch of it must have ended: 'agora verify' fails an attempt with no
 terminal entry. Both parts carry a selection signed with the audit key and naming the run.`,
 		Example: `  agora orch audit nightly-fixes --out run.json && agora verify run.json --key ~/.local/share/agora/keys/audit.pub`,
-		Args:    exactArgs(1, "RUN"),
+		Args:    cmdutil.ExactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.run = args[0]
 			if opts.out == "" {
-				return usageErrorf(cmd, "audit needs --out FILE")
+				return cmdutil.UsageErrorf(cmd, "audit needs --out FILE")
 			}
-			return runCmd(cmd, opts, runF, orchAuditRun)
+			return cmdutil.RunCmd(cmd, opts, runF, orchAuditRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.out, "out", "", "file to write the bundle to")
@@ -81,7 +83,7 @@ func orchAuditRun(ctx context.Context, opts *orchAuditOptions) error {
 	}
 	// A new 0600 file renamed over --out: a link planted there is replaced, never
 	// written through (writeout.go).
-	if err := writeOutFile(out, true, func(w io.Writer) error { return verify.WriteRunBundle(w, rb) }); err != nil {
+	if err := outdir.WriteFile(out, true, func(w io.Writer) error { return verify.WriteRunBundle(w, rb) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(f.IO.ErrOut, "agora: wrote %s: run %s, %d orch.db entries, %d agora.db entries, %d dispatch manifests\n",

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/budget"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +25,7 @@ import (
 )
 
 // readPlan reads a plan file ("-" is stdin), capped at the format's limit.
-func readPlan(f *Factory, path string) (string, []byte, error) {
+func readPlan(f *cmdutil.Factory, path string) (string, []byte, error) {
 	if path == "-" {
 		b, err := io.ReadAll(io.LimitReader(f.IO.In, plan.MaxSourceSize+1))
 		if err != nil {
@@ -42,7 +44,7 @@ func readPlan(f *Factory, path string) (string, []byte, error) {
 
 // planOptions are the options of a command about one plan file.
 type planOptions struct {
-	f    *Factory
+	f    *cmdutil.Factory
 	path string
 	// repo, workspace, wait and newRun are submit's.
 	repo      string
@@ -69,7 +71,7 @@ type validateResult struct {
 	BaseTree string `json:"base_tree,omitempty"`
 }
 
-func newOrchValidateCmd(f *Factory, runF func(*planOptions) error) *cobra.Command {
+func newOrchValidateCmd(f *cmdutil.Factory, runF func(*planOptions) error) *cobra.Command {
 	opts := &planOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "validate PLAN",
@@ -86,16 +88,16 @@ tree without /** ("tests" is that path alone). The base tree is --repo PATH[@REV
 git repository the current directory is in, at HEAD.`,
 		Example: `  agora orch validate examples/plans/demo.yaml
   agora orch validate nightly.yaml --repo ~/src/app@main`,
-		Args: exactArgs(1, "PLAN"),
+		Args: cmdutil.ExactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.path = args[0]
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, orchValidateRun)
+			return cmdutil.RunCmd(cmd, opts, runF, orchValidateRun)
 		},
 	}
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	cmd.Flags().StringVar(&opts.repo, "repo", "", "git repository whose tree the gates' globs are checked against: PATH or PATH@REV (default: the current directory's repository at HEAD)")
 	return cmd
 }
@@ -121,9 +123,9 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 	// Structure and catalog together: every problem in one pass.
 	p, err := plan.Validate(ctx, name, src, refs)
 	if err != nil {
-		if opts.output == formatJSON {
+		if opts.output == cmdutil.FormatJSON {
 			// The problems are the result: printed, and still an error for the exit code.
-			writeJSON(f.IO.Out, validateResult{Plan: name, Error: err.Error(), CatalogChecked: refs != nil, Warnings: []plan.Warning{}})
+			cmdutil.WriteJSON(f.IO.Out, validateResult{Plan: name, Error: err.Error(), CatalogChecked: refs != nil, Warnings: []plan.Warning{}})
 		}
 		return err
 	}
@@ -141,20 +143,20 @@ func orchValidateRun(ctx context.Context, opts *planOptions) error {
 	for _, w := range warnings {
 		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %s: %s\n", name, w)
 	}
-	if opts.output == formatJSON {
-		return writeJSON(f.IO.Out, validateResult{Plan: p.Name, Valid: true, Tasks: len(p.Tasks), Edges: edges, Locks: len(locks),
+	if opts.output == cmdutil.FormatJSON {
+		return cmdutil.WriteJSON(f.IO.Out, validateResult{Plan: p.Name, Valid: true, Tasks: len(p.Tasks), Edges: edges, Locks: len(locks),
 			CatalogChecked: refs != nil, Warnings: warnings, BaseTree: base})
 	}
 	globs := "gate globs checked against " + base
 	if base == "" {
 		globs = "gate globs not checked against a tree (no git repository here: --repo)"
 	}
-	fmt.Fprintf(f.IO.Out, "plan %s is valid: %s, %s, %s; %s; %s\n", p.Name, plural(len(p.Tasks), "task"),
-		plural(edges, "edge"), plural(len(locks), "lock"), checked, globs)
+	fmt.Fprintf(f.IO.Out, "plan %s is valid: %s, %s, %s; %s; %s\n", p.Name, cmdutil.Plural(len(p.Tasks), "task"),
+		cmdutil.Plural(edges, "edge"), cmdutil.Plural(len(locks), "lock"), checked, globs)
 	return nil
 }
 
-func newOrchSubmitCmd(f *Factory, runF func(*planOptions) error) *cobra.Command {
+func newOrchSubmitCmd(f *cmdutil.Factory, runF func(*planOptions) error) *cobra.Command {
 	opts := &planOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "submit PLAN",
@@ -179,16 +181,16 @@ workspace. --wait watches the run and exits with its outcome, like 'agora orch w
 		Example: `  agora orch submit nightly.yaml --workspace app@main --wait
   agora orch submit nightly.yaml --repo ~/src/app@main
   agora orch submit nightly.yaml --workspace app@main --new-run`,
-		Args: exactArgs(1, "PLAN"),
+		Args: cmdutil.ExactArgs(1, "PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.path = args[0]
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, orchSubmitRun)
+			return cmdutil.RunCmd(cmd, opts, runF, orchSubmitRun)
 		},
 	}
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	cmd.Flags().StringVar(&opts.repo, "repo", "", "git repository every task works on: PATH or PATH@REV (default HEAD)")
 	cmd.Flags().StringVar(&opts.workspace, "workspace", "", "catalog workspace every task works on: NAME or NAME@REV")
 	cmd.MarkFlagsMutuallyExclusive("repo", "workspace")
@@ -225,8 +227,8 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.output == formatJSON {
-		if err := writeJSON(f.IO.Out, resp); err != nil {
+	if opts.output == cmdutil.FormatJSON {
+		if err := cmdutil.WriteJSON(f.IO.Out, resp); err != nil {
 			return err
 		}
 	} else {
@@ -237,9 +239,9 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 		fmt.Fprintf(f.IO.ErrOut, "agora: the same plan, %s as run %s (%s, %s): returning it; --new-run starts another\n",
 			api.SameWhat(resp.Run), resp.Run.ID, resp.Run.Name, resp.Run.State)
 	case resp.Why != "":
-		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) (new) submitted with %s: %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"), resp.Why)
+		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) (new) submitted with %s: %s\n", resp.Run.ID, resp.Run.Name, cmdutil.Plural(resp.Run.Total, "task"), resp.Why)
 	default:
-		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) (new) submitted with %s\n", resp.Run.ID, resp.Run.Name, plural(resp.Run.Total, "task"))
+		fmt.Fprintf(f.IO.ErrOut, "agora: run %s (%s) (new) submitted with %s\n", resp.Run.ID, resp.Run.Name, cmdutil.Plural(resp.Run.Total, "task"))
 	}
 	if !opts.wait {
 		fmt.Fprintf(f.IO.ErrOut, "agora: follow it with 'agora orch watch %s'\n", resp.Run.ID)
@@ -250,24 +252,24 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 }
 
 type orchRunsOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	limit int
 }
 
-func newOrchRunsCmd(f *Factory, runF func(*orchRunsOptions) error) *cobra.Command {
-	opts := &orchRunsOptions{printOptions: printOptions{f: f}}
+func newOrchRunsCmd(f *cmdutil.Factory, runF func(*orchRunsOptions) error) *cobra.Command {
+	opts := &orchRunsOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
 	cmd := &cobra.Command{
 		Use:     "runs",
 		Short:   "List runs, newest first",
 		Example: `  agora orch runs --limit 10 --output json`,
-		Args:    noArgs,
+		Args:    cmdutil.NoArgs,
 	}
 	cmd.Flags().IntVar(&opts.limit, "limit", 50, "list at most this many runs")
-	return newPrintCmd(cmd, opts, runF, orchRunsRun)
+	return cmdutil.NewPrintCmd(cmd, opts, runF, orchRunsRun)
 }
 
 func orchRunsRun(ctx context.Context, opts *orchRunsOptions) error {
-	f := opts.f
+	f := opts.F
 	c, err := f.OrchClient(ctx)
 	if err != nil {
 		return err
@@ -276,16 +278,16 @@ func orchRunsRun(ctx context.Context, opts *orchRunsOptions) error {
 	if err != nil {
 		return err
 	}
-	return emit(f.IO, opts.output, runs, func(runs []api.Run) error {
+	return cmdutil.Emit(f.IO, opts.Output, runs, func(runs []api.Run) error {
 		rows := make([][]string, len(runs))
 		for i, r := range runs {
 			sealed := ""
 			if r.Sealed {
 				sealed = " (sealed)"
 			}
-			rows[i] = []string{r.ID, r.Name, r.State + sealed, progress(r), fmtTime(f.IO, f.Now(), r.CreatedAt), r.Actor}
+			rows[i] = []string{r.ID, r.Name, r.State + sealed, progress(r), cmdutil.FmtTime(f.IO, f.Now(), r.CreatedAt), r.Actor}
 		}
-		return printTable(f.IO, []string{"ID", "NAME", "STATE", "DONE", "CREATED", "BY"}, rows)
+		return cmdutil.PrintTable(f.IO, []string{"ID", "NAME", "STATE", "DONE", "CREATED", "BY"}, rows)
 	})
 }
 
@@ -307,11 +309,11 @@ func doneTasks(r api.Run) int {
 
 // runOptions are the options of a command about one run (arg: an id or a plan name).
 type runOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 }
 
-func newOrchStatusCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {
-	return newPrintCmd(&cobra.Command{
+func newOrchStatusCmd(f *cmdutil.Factory, runF func(*runOptions) error) *cobra.Command {
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "status [RUN]",
 		Short: "Show a run and its tasks (RUN is an id or a plan name), or the queues",
 		Long: `Show a run and its tasks. RUN is a run id, or a plan name: a name several runs share (the
@@ -329,27 +331,27 @@ coalesced into it. Without RUN, status lists the queues.`,
   agora orch status`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
-				return usageErrorf(cmd, "%s takes at most one RUN (got %d arguments)", cmd.CommandPath(), len(args))
+				return cmdutil.UsageErrorf(cmd, "%s takes at most one RUN (got %d arguments)", cmd.CommandPath(), len(args))
 			}
 			return nil
 		},
-	}, &runOptions{printOptions{f: f}}, runF, orchStatusRun)
+	}, &runOptions{cmdutil.PrintOptions{F: f}}, runF, orchStatusRun)
 }
 
 func orchStatusRun(ctx context.Context, opts *runOptions) error {
-	f := opts.f
-	if opts.arg == "" {
-		return orchQueuesRun(ctx, f, opts.output)
+	f := opts.F
+	if opts.Arg == "" {
+		return orchQueuesRun(ctx, f, opts.Output)
 	}
-	_, r, err := runStatus(ctx, f, opts.arg)
+	_, r, err := runStatus(ctx, f, opts.Arg)
 	if errors.Is(err, client.ErrNotRunning) {
-		r, err = snapshotStatus(ctx, f, opts.arg, err)
+		r, err = snapshotStatus(ctx, f, opts.Arg, err)
 	}
 	if err != nil {
 		return err
 	}
 	r = withLearn(ctx, f, withOptions(ctx, f, r))
-	return emit(f.IO, opts.output, r, func(r api.Run) error {
+	return cmdutil.Emit(f.IO, opts.Output, r, func(r api.Run) error {
 		printRunHeader(f, r)
 		if r.Next != "" {
 			// What only a person can do next, as the MCP status and watch say it.
@@ -359,7 +361,7 @@ func orchStatusRun(ctx context.Context, opts *runOptions) error {
 	})
 }
 
-func printRunHeader(f *Factory, r api.Run) {
+func printRunHeader(f *cmdutil.Factory, r api.Run) {
 	sealed := ""
 	if r.Sealed {
 		sealed = ", sealed"
@@ -376,19 +378,19 @@ func printRunHeader(f *Factory, r api.Run) {
 		if u == nil {
 			u = &budget.Usage{}
 		}
-		fmt.Fprintf(f.IO.ErrOut, "usage: %s\n", usageLine(u, r.Budget))
+		fmt.Fprintf(f.IO.ErrOut, "usage: %s\n", cmdutil.UsageLine(u, r.Budget))
 	}
 }
 
-func printTasks(f *Factory, r api.Run) error {
+func printTasks(f *cmdutil.Factory, r api.Run) error {
 	rows := make([][]string, len(r.Tasks))
 	for i, t := range r.Tasks {
 		why := t.Reason
 		if t.Detail != "" {
-			why = strings.TrimSpace(why + ": " + agentText(t.Detail))
+			why = strings.TrimSpace(why + ": " + cmdutil.AgentText(t.Detail))
 		}
 		if t.Question != "" {
-			why = "asks: " + agentText(t.Question)
+			why = "asks: " + cmdutil.AgentText(t.Question)
 		}
 		if t.RetryAt != nil {
 			why = strings.TrimSpace(why + " (retry " + t.RetryAt.Format(time.RFC3339) + ")")
@@ -396,7 +398,7 @@ func printTasks(f *Factory, r api.Run) error {
 		if v := t.Review; v != nil {
 			why = "approves"
 			if !v.Approve {
-				why = "rejects: " + agentText(strings.Join(v.Reasons, "; "))
+				why = "rejects: " + cmdutil.AgentText(strings.Join(v.Reasons, "; "))
 			}
 		}
 		if t.Product != "" {
@@ -406,9 +408,9 @@ func printTasks(f *Factory, r api.Run) error {
 		if t.Learn {
 			id += " (learn)" // as dispatch list marks one: its patch feeds nothing by itself
 		}
-		rows[i] = []string{id, t.State, fmt.Sprint(t.Attempts), orDash(t.DispatchID), taskVerdict(t), orDash(truncate(why, 100))}
+		rows[i] = []string{id, t.State, fmt.Sprint(t.Attempts), cmdutil.OrDash(t.DispatchID), taskVerdict(t), cmdutil.OrDash(cmdutil.Truncate(why, 100))}
 	}
-	return printTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "VERIFY", "WHY"}, rows)
+	return cmdutil.PrintTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "VERIFY", "WHY"}, rows)
 }
 
 // taskVerdict is a task's verify gate in one word or two: - (no gate), pending (none
@@ -425,8 +427,8 @@ func taskVerdict(t api.Task) string {
 	return "failed: " + t.Verdict.Reason
 }
 
-func newOrchWatchCmd(f *Factory, runF func(*runOptions) error) *cobra.Command {
-	opts := &runOptions{printOptions{f: f}}
+func newOrchWatchCmd(f *cmdutil.Factory, runF func(*runOptions) error) *cobra.Command {
+	opts := &runOptions{cmdutil.PrintOptions{F: f}}
 	cmd := &cobra.Command{
 		Use:   "watch RUN",
 		Short: "Follow a run until it ends; the exit code is its outcome",
@@ -440,32 +442,32 @@ when the run ends or needs an answer:
   0  the run succeeded
   3  the run failed or was cancelled
   4  a task needs input: answer with 'agora orch answer RUN TASK --answer TEXT'`,
-		Args: exactArgs(1, "RUN"),
+		Args: cmdutil.ExactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.arg = args[0]
-			if err := checkOutput(cmd, opts.output); err != nil {
+			opts.Arg = args[0]
+			if err := cmdutil.CheckOutput(cmd, opts.Output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, orchWatchRun)
+			return cmdutil.RunCmd(cmd, opts, runF, orchWatchRun)
 		},
 	}
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.Output)
 	return cmd
 }
 
 func orchWatchRun(ctx context.Context, opts *runOptions) error {
-	return watchRun(ctx, opts.f, opts.arg, opts.f.IO.Out, opts.f.IO.OutTTY, opts.output == formatJSON)
+	return watchRun(ctx, opts.F, opts.Arg, opts.F.IO.Out, opts.F.IO.OutTTY, opts.Output == cmdutil.FormatJSON)
 }
 
 type orchActionOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	action string
 	req    api.ActionRequest
 
 	task, answer string
 }
 
-func newOrchActionCmd(f *Factory, runF func(*orchActionOptions) error, action string) *cobra.Command {
+func newOrchActionCmd(f *cmdutil.Factory, runF func(*orchActionOptions) error, action string) *cobra.Command {
 	opts := &orchActionOptions{f: f, action: action}
 	docs := map[string][3]string{
 		"cancel": {"cancel RUN [--task TASK]", "Cancel a run, or one task and its dependents (CLI only)",
@@ -491,7 +493,7 @@ cancelled are sealed automatically; failed runs stay open for 'retry' until seal
 		Use:   docs[0],
 		Short: docs[1],
 		Long:  docs[2],
-		Args:  exactArgs(nargs, strings.TrimPrefix(docs[0], action+" ")),
+		Args:  cmdutil.ExactArgs(nargs, strings.TrimPrefix(docs[0], action+" ")),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.req = api.ActionRequest{Run: args[0], Task: opts.task, Actor: f.Actor()}
 			if nargs == 2 {
@@ -499,11 +501,11 @@ cancelled are sealed automatically; failed runs stay open for 'retry' until seal
 			}
 			if action == "answer" {
 				if !cmd.Flags().Changed("answer") {
-					return usageErrorf(cmd, "answer needs --answer TEXT")
+					return cmdutil.UsageErrorf(cmd, "answer needs --answer TEXT")
 				}
 				opts.req.Answer = opts.answer
 			}
-			return runCmd(cmd, opts, runF, orchActionRun)
+			return cmdutil.RunCmd(cmd, opts, runF, orchActionRun)
 		},
 	}
 	switch action {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestOrchValidate_GateWarnings: validate warns on stderr, never failing, about a gate
@@ -45,7 +47,7 @@ tasks:
 		t.Helper()
 		t.Chdir(dir)
 		var out, errb bytes.Buffer
-		f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, func(k string) string {
+		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, func(k string) string {
 			if k == "AGORA_HOME" {
 				return home
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
@@ -35,7 +36,7 @@ const frontName = "agora"
 // since serve started, a peer that is not a person's `agora dispatch run`) is declined, and
 // the CLI supervises it itself.
 type handoffRunner struct {
-	f    *Factory
+	f    *cmdutil.Factory
 	d    *dispatch.Dispatcher
 	sup  *detach.Supervisors // serve's: --detach and warm slots go through its standbys
 	home string              // absolute
@@ -61,7 +62,7 @@ type handoffRunner struct {
 	running os.FileInfo
 }
 
-func newHandoffRunner(f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (*handoffRunner, error) {
+func newHandoffRunner(f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (*handoffRunner, error) {
 	abs, err := filepath.Abs(h.Dir)
 	if err != nil {
 		return nil, err
@@ -155,8 +156,8 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 			return
 		}
 		rf := *r.f
-		rf.actorFlag = ""
-		rf.IO = &IOStreams{In: bytes.NewReader(nil), Out: frameWriter{send, false}, ErrOut: frameWriter{send, true}}
+		rf.ActorFlag = ""
+		rf.IO = &cmdutil.IOStreams{In: bytes.NewReader(nil), Out: frameWriter{send, false}, ErrOut: frameWriter{send, true}}
 		err := runDispatchWith(ctx, &rf, r.d, r.sup, dreq, req.Detach, req.Output, req.Progress, func(id string) { send(api.HandoffFrame{ID: id}) })
 		send(api.HandoffFrame{End: handoffEnd(err)})
 	}, nil
@@ -247,20 +248,20 @@ func (w frameWriter) Write(p []byte) (int, error) {
 // handoffEnd is how the CLI ends for err, as renderError and renderInterrupt would see it.
 func handoffEnd(err error) *api.HandoffEnd {
 	if err == nil {
-		return &api.HandoffEnd{Exit: ExitOK}
+		return &api.HandoffEnd{Exit: cmdutil.ExitOK}
 	}
-	end := &api.HandoffEnd{Exit: exitCode(err)}
+	end := &api.HandoffEnd{Exit: cmdutil.ExitCode(err)}
 	var (
-		ee *exitError
-		ie *interruptedError
-		ue *usageError
+		ee *cmdutil.ExitCodeError
+		ie *cmdutil.InterruptedError
+		ue *cmdutil.UsageError
 		h  hinter
 	)
 	switch {
 	case errors.As(err, &ie):
-		end.Interrupted, end.Error = true, ie.what
+		end.Interrupted, end.Error = true, ie.What
 		return end
-	case errors.As(err, &ee) && ee.err == nil:
+	case errors.As(err, &ee) && ee.Err == nil:
 		return end
 	}
 	end.Error = err.Error()

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -11,7 +12,7 @@ import (
 // question offered: the service keeps the question, the dispatch record the options. `agora
 // orch status` and `orch watch -o json` show a run so, as the MCP status and watch tools do
 // (one shape for a run). A record it cannot read leaves the task as it was.
-func withOptions(ctx context.Context, f *Factory, r api.Run) api.Run {
+func withOptions(ctx context.Context, f *cmdutil.Factory, r api.Run) api.Run {
 	var tasks []api.Task
 	for i, t := range r.Tasks {
 		if t.State != lifecycle.TaskNeedsInput || t.DispatchID == "" || len(t.Options) > 0 {
@@ -39,7 +40,7 @@ func withOptions(ctx context.Context, f *Factory, r api.Run) api.Run {
 // withLearn marks each task whose dispatch was a learn dispatch (docs/learn.md), from
 // agora.db in one query: a task on a target in mode: learn is one though its plan does not
 // say learn. A run whose dispatches cannot be read keeps the marks its plan gives.
-func withLearn(ctx context.Context, f *Factory, r api.Run) api.Run {
+func withLearn(ctx context.Context, f *cmdutil.Factory, r api.Run) api.Run {
 	if r.ID == "" {
 		return r
 	}

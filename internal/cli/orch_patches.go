@@ -7,13 +7,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/outdir"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 type orchPatchesOptions struct {
-	f      *Factory
+	f      *cmdutil.Factory
 	run    string
 	to     string
 	branch string
@@ -25,7 +27,7 @@ type orchPatchesOptions struct {
 	output       string
 }
 
-func newOrchPatchesCmd(f *Factory, runF func(*orchPatchesOptions) error) *cobra.Command {
+func newOrchPatchesCmd(f *cmdutil.Factory, runF func(*orchPatchesOptions) error) *cobra.Command {
 	opts := &orchPatchesOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "patches RUN (--to DIR | --branch NAME | --combined)",
@@ -71,10 +73,10 @@ commit to the result.`,
   agora orch patches nightly-fixes --branch agora/nightly-fixes --repo ~/src/app-clone
   agora orch patches nightly-fixes --branch agora/nightly-fixes --skip flaky-fix
   agora orch patches nightly-fixes --combined > nightly.patch && git apply --check nightly.patch`,
-		Args: exactArgs(1, "RUN"),
+		Args: cmdutil.ExactArgs(1, "RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.run = args[0]
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
 			n := 0
@@ -84,15 +86,15 @@ commit to the result.`,
 				}
 			}
 			if n != 1 {
-				return usageErrorf(cmd, "patches needs exactly one of --to DIR, --branch NAME or --combined")
+				return cmdutil.UsageErrorf(cmd, "patches needs exactly one of --to DIR, --branch NAME or --combined")
 			}
 			if opts.repo != "" && opts.to != "" {
-				return usageErrorf(cmd, "--repo goes with --branch or --combined")
+				return cmdutil.UsageErrorf(cmd, "--repo goes with --branch or --combined")
 			}
 			if len(opts.skip) > 0 && opts.to != "" {
-				return usageErrorf(cmd, "--skip goes with --branch or --combined")
+				return cmdutil.UsageErrorf(cmd, "--skip goes with --branch or --combined")
 			}
-			return runCmd(cmd, opts, runF, orchPatchesRun)
+			return cmdutil.RunCmd(cmd, opts, runF, orchPatchesRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.to, "to", "", "directory to write <task>.patch files into (created if missing)")
@@ -101,7 +103,7 @@ commit to the result.`,
 	cmd.Flags().StringVar(&opts.repo, "repo", "", "the repository for --branch/--combined (default: the run's)")
 	cmd.Flags().StringArrayVar(&opts.skip, "skip", nil, "leave this task's work out of --branch/--combined (repeatable)")
 	cmd.Flags().BoolVar(&opts.includeLearn, "include-learn", false, "let learn dispatches' patches into --branch/--combined (refused without it: docs/learn.md)")
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	return cmd
 }
 
@@ -127,7 +129,7 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 		return writeBranch(ctx, f, w, opts.branch)
 	}
 	records := dispatch.NewRecords(h.DB, nil, f.Now)
-	dir, err := openOutDir(opts.to)
+	dir, err := outdir.Open(opts.to)
 	if err != nil {
 		return err
 	}
@@ -150,7 +152,7 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 			if err != nil {
 				return fmt.Errorf("task %s: %w", t.ID, err)
 			}
-			path, err := dir.writeFile(t.ID+".patch", b)
+			path, err := dir.WriteFile(t.ID+".patch", b)
 			if err != nil {
 				return fmt.Errorf("task %s: %w", t.ID, err)
 			}
@@ -161,18 +163,18 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 		}
 		out = append(out, p)
 	}
-	if opts.output == formatJSON {
+	if opts.output == cmdutil.FormatJSON {
 		if out == nil {
 			out = []api.Patch{}
 		}
-		return writeJSON(f.IO.Out, out)
+		return cmdutil.WriteJSON(f.IO.Out, out)
 	}
 	if stacked {
 		// A stacked task's patch applies on top of its bases': the column says which, in order.
 		for i, p := range out {
-			rows[i] = append(rows[i], orDash(strings.Join(p.Base, ", ")))
+			rows[i] = append(rows[i], cmdutil.OrDash(strings.Join(p.Base, ", ")))
 		}
-		return printTable(f.IO, []string{"TASK", "DISPATCH", "PATCH", "BASE"}, rows)
+		return cmdutil.PrintTable(f.IO, []string{"TASK", "DISPATCH", "PATCH", "BASE"}, rows)
 	}
-	return printTable(f.IO, []string{"TASK", "DISPATCH", "PATCH"}, rows)
+	return cmdutil.PrintTable(f.IO, []string{"TASK", "DISPATCH", "PATCH"}, rows)
 }

@@ -6,12 +6,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // orchQueuesRun is `agora orch status` without a run: every queue, its concurrency, the
 // tasks running on it and its depth.
-func orchQueuesRun(ctx context.Context, f *Factory, output string) error {
+func orchQueuesRun(ctx context.Context, f *cmdutil.Factory, output string) error {
 	c, err := f.OrchClient(ctx)
 	if err != nil {
 		return err
@@ -23,7 +24,7 @@ func orchQueuesRun(ctx context.Context, f *Factory, output string) error {
 	if qs == nil {
 		qs = []api.Queue{}
 	}
-	return emit(f.IO, output, api.Queues{Queues: qs}, func(v api.Queues) error {
+	return cmdutil.Emit(f.IO, output, api.Queues{Queues: qs}, func(v api.Queues) error {
 		rows := make([][]string, len(v.Queues))
 		for i, q := range v.Queues {
 			limit := strconv.Itoa(q.Concurrency)
@@ -35,7 +36,7 @@ func orchQueuesRun(ctx context.Context, f *Factory, output string) error {
 			}
 			rows[i] = []string{q.Name, limit, strconv.Itoa(q.Running), strconv.Itoa(q.Depth), strconv.Itoa(q.Runs)}
 		}
-		return printTable(f.IO, []string{"QUEUE", "CONCURRENCY", "RUNNING", "DEPTH", "RUNS"}, rows)
+		return cmdutil.PrintTable(f.IO, []string{"QUEUE", "CONCURRENCY", "RUNNING", "DEPTH", "RUNS"}, rows)
 	})
 }
 
@@ -65,7 +66,7 @@ func slotLine(r api.Run) string {
 	}
 	s := fmt.Sprintf("schedule: %s, slot %s", r.Schedule, r.Slot.UTC().Format(time.RFC3339))
 	if r.Missed > 0 {
-		s += fmt.Sprintf(", missed: %d (%s earlier had no run of its own while serve was down and %s coalesced into this one)", r.Missed, plural(r.Missed, "slot"), map[bool]string{true: "was", false: "were"}[r.Missed == 1])
+		s += fmt.Sprintf(", missed: %d (%s earlier had no run of its own while serve was down and %s coalesced into this one)", r.Missed, cmdutil.Plural(r.Missed, "slot"), map[bool]string{true: "was", false: "were"}[r.Missed == 1])
 	}
 	return s
 }

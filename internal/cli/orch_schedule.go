@@ -9,11 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/cron"
 )
 
-func newOrchScheduleCmd(f *Factory) *cobra.Command {
+func newOrchScheduleCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedule",
 		Short: "Run a plan at the slots of a cron spec (a person's standing order)",
@@ -37,13 +38,13 @@ admits serve's own user only), never over MCP; list and show are readable over M
 }
 
 type orchScheduleAddOptions struct {
-	f                     *Factory
+	f                     *cmdutil.Factory
 	name, path            string
 	spec, zone, workspace string
 	output                string
 }
 
-func newOrchScheduleAddCmd(f *Factory, runF func(*orchScheduleAddOptions) error) *cobra.Command {
+func newOrchScheduleAddCmd(f *cmdutil.Factory, runF func(*orchScheduleAddOptions) error) *cobra.Command {
 	opts := &orchScheduleAddOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "add NAME --cron SPEC [--tz ZONE] [--workspace NAME[@REV]] PLAN",
@@ -64,22 +65,22 @@ default revision), resolved to a commit at each slot; a plan may name its worksp
 and the two must agree. The first slot is the first after now: earlier ones are not missed.`,
 		Example: `  agora orch schedule add nightly --cron '0 2 * * *' --tz Europe/Berlin nightly.yaml
   agora orch schedule add triage --cron '*/30 8-18 * * mon-fri' --workspace app@main triage.yaml -o json`,
-		Args: exactArgs(2, "NAME and PLAN"),
+		Args: cmdutil.ExactArgs(2, "NAME and PLAN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.name, opts.path = args[0], args[1]
 			if opts.spec == "" {
-				return usageErrorf(cmd, "--cron SPEC is required, such as '0 2 * * *'")
+				return cmdutil.UsageErrorf(cmd, "--cron SPEC is required, such as '0 2 * * *'")
 			}
 			if err := cron.CheckName(opts.name); err != nil {
-				return usageErrorf(cmd, "%v", err)
+				return cmdutil.UsageErrorf(cmd, "%v", err)
 			}
-			if err := checkOutput(cmd, opts.output); err != nil {
+			if err := cmdutil.CheckOutput(cmd, opts.output); err != nil {
 				return err
 			}
-			return runCmd(cmd, opts, runF, orchScheduleAddRun)
+			return cmdutil.RunCmd(cmd, opts, runF, orchScheduleAddRun)
 		},
 	}
-	addOutputFlag(cmd, &opts.output)
+	cmdutil.AddOutputFlag(cmd, &opts.output)
 	fl := cmd.Flags()
 	fl.StringVar(&opts.spec, "cron", "", "the cron spec: five fields or a descriptor such as @daily (required)")
 	fl.StringVar(&opts.zone, "tz", cron.DefaultZone, "the IANA time zone the spec is read in")
@@ -109,48 +110,48 @@ func orchScheduleAddRun(ctx context.Context, opts *orchScheduleAddOptions) error
 	if err != nil {
 		return err
 	}
-	if opts.output == formatJSON {
-		return writeJSON(f.IO.Out, s)
+	if opts.output == cmdutil.FormatJSON {
+		return cmdutil.WriteJSON(f.IO.Out, s)
 	}
 	fmt.Fprintln(f.IO.Out, s.Name)
 	fmt.Fprintf(f.IO.ErrOut, "agora: schedule %s added: plan %s (%s) at '%s' in %s; next slot %s (run id %s@%s)\n", s.Name, s.PlanName,
-		plural(s.Tasks, "task"), s.Spec, s.Zone, fmtSlot(s.NextDue), s.Name, fmtSlot(s.NextDue))
+		cmdutil.Plural(s.Tasks, "task"), s.Spec, s.Zone, fmtSlot(s.NextDue), s.Name, fmtSlot(s.NextDue))
 	return nil
 }
 
-func newOrchScheduleRemoveCmd(f *Factory, runF func(*printOptions) error) *cobra.Command {
-	return newPrintCmd(&cobra.Command{
+func newOrchScheduleRemoveCmd(f *cmdutil.Factory, runF func(*cmdutil.PrintOptions) error) *cobra.Command {
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a schedule; the runs it started are not touched",
 		Long: `Remove schedule NAME: no slot of it fires again. The runs it started go on (cancel one with
 'agora orch cancel RUN'). A slot being submitted as the schedule is removed still gets its run.`,
 		Example: `  agora orch schedule remove nightly`,
-		Args:    exactArgs(1, "NAME"),
-	}, &printOptions{f: f}, runF, func(ctx context.Context, opts *printOptions) error {
-		c, err := opts.f.OrchClient(ctx)
+		Args:    cmdutil.ExactArgs(1, "NAME"),
+	}, &cmdutil.PrintOptions{F: f}, runF, func(ctx context.Context, opts *cmdutil.PrintOptions) error {
+		c, err := opts.F.OrchClient(ctx)
 		if err != nil {
 			return err
 		}
-		s, err := c.RemoveSchedule(ctx, opts.arg, opts.f.Actor())
+		s, err := c.RemoveSchedule(ctx, opts.Arg, opts.F.Actor())
 		if err != nil {
 			return err
 		}
-		return emit(opts.f.IO, opts.output, s, func(s api.Schedule) error {
-			fmt.Fprintln(opts.f.IO.Out, s.Name)
-			fmt.Fprintf(opts.f.IO.ErrOut, "agora: schedule %s removed; its last run was %s\n", s.Name, orDash(s.LastRun))
+		return cmdutil.Emit(opts.F.IO, opts.Output, s, func(s api.Schedule) error {
+			fmt.Fprintln(opts.F.IO.Out, s.Name)
+			fmt.Fprintf(opts.F.IO.ErrOut, "agora: schedule %s removed; its last run was %s\n", s.Name, cmdutil.OrDash(s.LastRun))
 			return nil
 		})
 	})
 }
 
-func newOrchScheduleListCmd(f *Factory, runF func(*printOptions) error) *cobra.Command {
-	return newPrintCmd(&cobra.Command{
+func newOrchScheduleListCmd(f *cmdutil.Factory, runF func(*cmdutil.PrintOptions) error) *cobra.Command {
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:     "list",
 		Short:   "List the schedules with their last and next slots",
 		Example: `  agora orch schedule list -o json`,
-		Args:    noArgs,
-	}, &printOptions{f: f}, runF, func(ctx context.Context, opts *printOptions) error {
-		c, err := opts.f.OrchClient(ctx)
+		Args:    cmdutil.NoArgs,
+	}, &cmdutil.PrintOptions{F: f}, runF, func(ctx context.Context, opts *cmdutil.PrintOptions) error {
+		c, err := opts.F.OrchClient(ctx)
 		if err != nil {
 			return err
 		}
@@ -161,51 +162,51 @@ func newOrchScheduleListCmd(f *Factory, runF func(*printOptions) error) *cobra.C
 		if list == nil {
 			list = []api.Schedule{}
 		}
-		return emit(opts.f.IO, opts.output, api.Schedules{Schedules: list}, func(v api.Schedules) error {
+		return cmdutil.Emit(opts.F.IO, opts.Output, api.Schedules{Schedules: list}, func(v api.Schedules) error {
 			rows := make([][]string, len(v.Schedules))
 			for i, s := range v.Schedules {
-				last := orDash(s.LastRun)
+				last := cmdutil.OrDash(s.LastRun)
 				if s.LastError != "" {
 					last = "refused " + fmtSlot(s.LastSlot)
 				}
 				rows[i] = []string{s.Name, s.Spec, s.Zone, s.PlanName, s.Queue, fmtSlot(s.NextDue), last}
 			}
-			return printTable(opts.f.IO, []string{"NAME", "CRON", "ZONE", "PLAN", "QUEUE", "NEXT", "LAST RUN"}, rows)
+			return cmdutil.PrintTable(opts.F.IO, []string{"NAME", "CRON", "ZONE", "PLAN", "QUEUE", "NEXT", "LAST RUN"}, rows)
 		})
 	})
 }
 
-func newOrchScheduleShowCmd(f *Factory, runF func(*printOptions) error) *cobra.Command {
-	return newPrintCmd(&cobra.Command{
+func newOrchScheduleShowCmd(f *cmdutil.Factory, runF func(*cmdutil.PrintOptions) error) *cobra.Command {
+	return cmdutil.NewPrintCmd(&cobra.Command{
 		Use:     "show NAME",
 		Short:   "Show a schedule and its recent runs",
 		Example: `  agora orch schedule show nightly -o json`,
-		Args:    exactArgs(1, "NAME"),
-	}, &printOptions{f: f}, runF, func(ctx context.Context, opts *printOptions) error {
-		c, err := opts.f.OrchClient(ctx)
+		Args:    cmdutil.ExactArgs(1, "NAME"),
+	}, &cmdutil.PrintOptions{F: f}, runF, func(ctx context.Context, opts *cmdutil.PrintOptions) error {
+		c, err := opts.F.OrchClient(ctx)
 		if err != nil {
 			return err
 		}
-		s, err := c.Schedule(ctx, opts.arg)
+		s, err := c.Schedule(ctx, opts.Arg)
 		if err != nil {
 			return err
 		}
-		return emit(opts.f.IO, opts.output, s, func(s api.Schedule) error {
-			w := opts.f.IO.ErrOut
+		return cmdutil.Emit(opts.F.IO, opts.Output, s, func(s api.Schedule) error {
+			w := opts.F.IO.ErrOut
 			fmt.Fprintf(w, "schedule %s: '%s' in %s, added by %s %s\n", s.Name, s.Spec, s.Zone, s.Actor, s.CreatedAt.UTC().Format(time.RFC3339))
-			fmt.Fprintf(w, "plan %s (%s, queue %s), %s\n", s.PlanName, plural(s.Tasks, "task"), s.Queue, s.PlanDigest)
+			fmt.Fprintf(w, "plan %s (%s, queue %s), %s\n", s.PlanName, cmdutil.Plural(s.Tasks, "task"), s.Queue, s.PlanDigest)
 			if s.Workspace != "" {
-				fmt.Fprintf(w, "workspace %s at %s, resolved at each slot\n", s.Workspace, orDash(s.Revision))
+				fmt.Fprintf(w, "workspace %s at %s, resolved at each slot\n", s.Workspace, cmdutil.OrDash(s.Revision))
 			}
 			fmt.Fprintf(w, "next slot %s\n", fmtSlot(s.NextDue))
 			if s.LastError != "" {
-				fmt.Fprintf(w, "last slot %s refused: %s\n", fmtSlot(s.LastSlot), agentText(s.LastError))
+				fmt.Fprintf(w, "last slot %s refused: %s\n", fmtSlot(s.LastSlot), cmdutil.AgentText(s.LastError))
 			}
 			rows := make([][]string, len(s.Runs))
 			for i, r := range s.Runs {
 				rows[i] = []string{r.ID, r.State, r.Slot.UTC().Format(time.RFC3339), strconv.Itoa(r.Missed)}
 			}
-			return printTable(opts.f.IO, []string{"RUN", "STATE", "SLOT", "MISSED"}, rows)
+			return cmdutil.PrintTable(opts.F.IO, []string{"RUN", "STATE", "SLOT", "MISSED"}, rows)
 		})
 	})
 }

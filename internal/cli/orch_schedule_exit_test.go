@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestOrchScheduleAdd_RefusalExitCodes drives the real binary against a real `agora orch
@@ -77,22 +77,22 @@ func TestOrchScheduleAdd_RefusalExitCodes(t *testing.T) {
 		code int
 		want string // in stderr's first line
 	}{
-		{"fields", []string{"x", "--cron", "bad", good}, cli.ExitInvalid, `cron spec "bad" has 1 fields`},
-		{"every", []string{"x", "--cron", "@every 1m", good}, cli.ExitInvalid, `cron spec "@every 1m": unknown descriptor`},
-		{"never", []string{"x", "--cron", "0 0 30 2 *", good}, cli.ExitInvalid, `never fires`},
-		{"seconds", []string{"x", "--cron", "0 0 0 * * *", good}, cli.ExitInvalid, `has 6 fields`},
-		{"zone", []string{"x", "--cron", "@daily", "--tz", "Mars/Olympus", good}, cli.ExitInvalid, `time zone "Mars/Olympus": not in the IANA time zone database`},
-		{"local zone", []string{"x", "--cron", "@daily", "--tz", "Local", good}, cli.ExitInvalid, `time zone "Local"`},
-		{"no plan file", []string{"x", "--cron", "@daily", filepath.Join(dir, "missing.yaml")}, cli.ExitInvalid, "read plan: "},
-		{"plan is a directory", []string{"x", "--cron", "@daily", filepath.Join(dir, "dir")}, cli.ExitInvalid, "read plan: "},
-		{"unknown field", []string{"x", "--cron", "@daily", filepath.Join(dir, "bogus.yaml")}, cli.ExitInvalid, `tasks[0].bogus: unknown field "bogus"`},
-		{"unknown subagent", []string{"x", "--cron", "@daily", filepath.Join(dir, "nobody.yaml")}, cli.ExitInvalid, `subagent "nobody" not found`},
-		{"invalid yaml", []string{"x", "--cron", "@daily", filepath.Join(dir, "broken.yaml")}, cli.ExitInvalid, "invalid YAML"},
-		{"no tasks", []string{"x", "--cron", "@daily", filepath.Join(dir, "notask.yaml")}, cli.ExitInvalid, "notask.yaml"},
-		{"unknown workspace", []string{"x", "--cron", "@daily", "--workspace", "nows", good}, cli.ExitInvalid, `workspace "nows" not found`},
-		{"name in use", []string{"taken", "--cron", "@hourly", good}, cli.ExitInvalid, `schedule exists: "taken"`},
-		{"bad name", []string{"Bad!", "--cron", "@daily", good}, cli.ExitUsage, `invalid schedule name "Bad!"`},
-		{"no cron", []string{"x", good}, cli.ExitUsage, "--cron SPEC is required"},
+		{"fields", []string{"x", "--cron", "bad", good}, cmdutil.ExitInvalid, `cron spec "bad" has 1 fields`},
+		{"every", []string{"x", "--cron", "@every 1m", good}, cmdutil.ExitInvalid, `cron spec "@every 1m": unknown descriptor`},
+		{"never", []string{"x", "--cron", "0 0 30 2 *", good}, cmdutil.ExitInvalid, `never fires`},
+		{"seconds", []string{"x", "--cron", "0 0 0 * * *", good}, cmdutil.ExitInvalid, `has 6 fields`},
+		{"zone", []string{"x", "--cron", "@daily", "--tz", "Mars/Olympus", good}, cmdutil.ExitInvalid, `time zone "Mars/Olympus": not in the IANA time zone database`},
+		{"local zone", []string{"x", "--cron", "@daily", "--tz", "Local", good}, cmdutil.ExitInvalid, `time zone "Local"`},
+		{"no plan file", []string{"x", "--cron", "@daily", filepath.Join(dir, "missing.yaml")}, cmdutil.ExitInvalid, "read plan: "},
+		{"plan is a directory", []string{"x", "--cron", "@daily", filepath.Join(dir, "dir")}, cmdutil.ExitInvalid, "read plan: "},
+		{"unknown field", []string{"x", "--cron", "@daily", filepath.Join(dir, "bogus.yaml")}, cmdutil.ExitInvalid, `tasks[0].bogus: unknown field "bogus"`},
+		{"unknown subagent", []string{"x", "--cron", "@daily", filepath.Join(dir, "nobody.yaml")}, cmdutil.ExitInvalid, `subagent "nobody" not found`},
+		{"invalid yaml", []string{"x", "--cron", "@daily", filepath.Join(dir, "broken.yaml")}, cmdutil.ExitInvalid, "invalid YAML"},
+		{"no tasks", []string{"x", "--cron", "@daily", filepath.Join(dir, "notask.yaml")}, cmdutil.ExitInvalid, "notask.yaml"},
+		{"unknown workspace", []string{"x", "--cron", "@daily", "--workspace", "nows", good}, cmdutil.ExitInvalid, `workspace "nows" not found`},
+		{"name in use", []string{"taken", "--cron", "@hourly", good}, cmdutil.ExitInvalid, `schedule exists: "taken"`},
+		{"bad name", []string{"Bad!", "--cron", "@daily", good}, cmdutil.ExitUsage, `invalid schedule name "Bad!"`},
+		{"no cron", []string{"x", good}, cmdutil.ExitUsage, "--cron SPEC is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := agora(append([]string{"orch", "schedule", "add"}, tc.args...)...)

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/orch/service"
 )
 
@@ -24,7 +25,7 @@ const (
 )
 
 // testOnlySchedulerHooks applies the test-only settings to s.
-func testOnlySchedulerHooks(f *Factory, s *service.Scheduler) {
+func testOnlySchedulerHooks(f *cmdutil.Factory, s *service.Scheduler) {
 	if path := f.Getenv(envTestOnlyScheduleClock); path != "" {
 		fmt.Fprintf(f.IO.ErrOut, "agora: warning: %s is set: the scheduler's clock is the time in %s (for tests only)\n", envTestOnlyScheduleClock, path)
 		// A read that races the test's rewrite of the file sees it empty or half written: the

@@ -119,7 +119,7 @@ rebound DNS name.`,
 
 func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	f := opts.f
-	dir, err := f.orchPaths()
+	dir, err := orchPaths(f)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if repl != nil {
 		ob.metrics.Registry().MustRegister(repl)
 	}
-	orchCP, err := f.checkpointerFor(ctx, db, orchDB)
+	orchCP, err := checkpointerFor(ctx, f, db, orchDB)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	testOnlySchedulerHooks(f, srv.Schedules)
 	var serveGateway func(context.Context) error
 	if opts.gateway != "" {
-		if serveGateway, err = f.networkGateway(ctx, opts.gateway, ""); err != nil {
+		if serveGateway, err = networkGateway(ctx, f, opts.gateway, ""); err != nil {
 			return err
 		}
 	}

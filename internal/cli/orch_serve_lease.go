@@ -37,7 +37,7 @@ func electServe(ctx context.Context, f *Factory, logFormat string) (*serveLeader
 	if err != nil {
 		return nil, err
 	}
-	if err := f.requireHome(); err != nil {
+	if err := f.RequireHome(); err != nil {
 		return nil, err
 	}
 	cfg, err := config.Load(dir)

@@ -39,7 +39,7 @@ func takeoverRestore(ctx context.Context, f *Factory) (bool, error) {
 		return false, err
 	}
 	defer os.RemoveAll(staging)
-	o := &restoreOptions{printOptions: printOptions{f: f}, to: staging, config: filepath.Join(dir, config.FileName), keys: filepath.Join(dir, home.KeyDir)}
+	o := &restoreOptions{PrintOptions: printOptions{F: f}, to: staging, config: filepath.Join(dir, config.FileName), keys: filepath.Join(dir, home.KeyDir)}
 	res, err := restoreHome(ctx, o)
 	if errors.Is(err, replicate.ErrNoReplica) {
 		return false, nil

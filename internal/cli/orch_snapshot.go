@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
@@ -16,7 +17,7 @@ import (
 // is why): read-only, with SQLite's WAL letting a reader in beside a writer, so it is the
 // state serve last committed. It says so on stderr; the run's tasks may have moved on in
 // their detached supervisors since (serve records that when it starts again).
-func snapshotStatus(ctx context.Context, f *Factory, ref string, notRunning error) (api.Run, error) {
+func snapshotStatus(ctx context.Context, f *cmdutil.Factory, ref string, notRunning error) (api.Run, error) {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return api.Run{}, err

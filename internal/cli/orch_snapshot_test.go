@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestOrchStatus_Snapshot: without an answering serve, orch status reads orch.db read-only
@@ -18,17 +18,17 @@ func TestOrchStatus_Snapshot(t *testing.T) {
 	env := map[string]string{"AGORA_HOME": filepath.Join(dir, "agora"), "HOME": dir, "USER": "tester"}
 	writeFiles(t, map[string]string{filepath.Join(dir, "plan.yaml"): "version: 1\nname: snap\ntasks:\n  - id: only\n    subagent: denied\n"})
 	for _, args := range [][]string{{"init"}, {"subagent", "register", "denied", "--runtime", "exec", "--command", "sh -c 'echo hi'"}} {
-		if r := runAgora(t, env, args...); r.code != cli.ExitOK {
+		if r := runAgora(t, env, args...); r.code != cmdutil.ExitOK {
 			t.Fatalf("agora %v: %s", args, r.stderr)
 		}
 	}
 	r := runAgora(t, env, "orch", "status", "snap")
-	if r.code != cli.ExitError || !strings.Contains(r.stderr, "the orchestrator is not running") || !strings.Contains(r.stderr, "no run was ever submitted") {
+	if r.code != cmdutil.ExitError || !strings.Contains(r.stderr, "the orchestrator is not running") || !strings.Contains(r.stderr, "no run was ever submitted") {
 		t.Errorf("no serve, no orch.db: exit %d\n%s", r.code, r.stderr)
 	}
 	stop := serveOrch(t, env)
 	run := strings.TrimSpace(runAgora(t, env, "orch", "submit", filepath.Join(dir, "plan.yaml")).stdout)
-	if r := runAgora(t, env, "orch", "watch", run); r.code != cli.ExitWorkerFail {
+	if r := runAgora(t, env, "orch", "watch", run); r.code != cmdutil.ExitWorkerFail {
 		t.Fatalf("watch: exit %d\n%s", r.code, r.stderr)
 	}
 	check := func(when string) {
@@ -38,7 +38,7 @@ func TestOrchStatus_Snapshot(t *testing.T) {
 			ID, State string
 			Tasks     []struct{ ID, State string }
 		}
-		if r.code != cli.ExitOK || json.Unmarshal([]byte(r.stdout), &got) != nil {
+		if r.code != cmdutil.ExitOK || json.Unmarshal([]byte(r.stdout), &got) != nil {
 			t.Fatalf("%s: exit %d, stdout %q\n%s", when, r.code, r.stdout, r.stderr)
 		}
 		if got.ID != run || got.State != "failed" || len(got.Tasks) != 1 || got.Tasks[0].State != "failed" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -47,7 +48,7 @@ type watchLine struct {
 // runWatcher follows one run: the service's stream of changes, and a refresh each tick.
 type runWatcher struct {
 	ctx      context.Context // the watch's: reading a question's options from its record
-	f        *Factory
+	f        *cmdutil.Factory
 	c        *client.Client
 	out      io.Writer
 	live     bool // redraw a table in place (a terminal)
@@ -62,7 +63,7 @@ type runWatcher struct {
 }
 
 // watchRun follows a run and turns its outcome into the exit code.
-func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live, jsonl bool) error {
+func watchRun(ctx context.Context, f *cmdutil.Factory, ref string, out io.Writer, live, jsonl bool) error {
 	c, err := f.OrchClient(ctx)
 	if err != nil {
 		return err
@@ -82,7 +83,7 @@ func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live, 
 	last := w.last
 	if err != nil && ctx.Err() != nil {
 		id := cmp.Or(last.ID, ref)
-		return interrupted("stopped watching; nothing changed: run %s keeps running in 'agora orch serve' (follow it again with 'agora orch watch %s', stop it with 'agora orch cancel %s')", id, id, id)
+		return cmdutil.Interrupted("stopped watching; nothing changed: run %s keeps running in 'agora orch serve' (follow it again with 'agora orch watch %s', stop it with 'agora orch cancel %s')", id, id, id)
 	}
 	if err != nil && !errors.Is(err, errStopWatch) {
 		return err
@@ -96,12 +97,12 @@ func watchRun(ctx context.Context, f *Factory, ref string, out io.Writer, live, 
 	case lifecycle.RunNeedsInput:
 		for _, t := range last.Tasks {
 			if t.State == lifecycle.TaskNeedsInput {
-				fmt.Fprintf(f.IO.ErrOut, "agora: task %s asks: %s\n  -> %s\n", t.ID, agentText(t.Question), api.AnswerCommand(last.ID, t.ID))
+				fmt.Fprintf(f.IO.ErrOut, "agora: task %s asks: %s\n  -> %s\n", t.ID, cmdutil.AgentText(t.Question), api.AnswerCommand(last.ID, t.ID))
 			}
 		}
-		return &exitError{code: ExitNeedsInput}
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitNeedsInput}
 	default:
-		return &exitError{code: ExitWorkerFail}
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitWorkerFail}
 	}
 }
 
@@ -146,8 +147,8 @@ func (w *runWatcher) event(ev *api.Event) {
 	case w.jsonl:
 		w.writeLine(watchLine{Event: ev})
 	case !w.live:
-		fmt.Fprintf(w.out, "%s\t%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), orDash(ev.Task),
-			strings.TrimPrefix(ev.Kind, entry.OrchPrefix), ev.State, agentText(ev.Detail))
+		fmt.Fprintf(w.out, "%s\t%s\t%s\t%s\t%s\n", ev.At.UTC().Format(time.RFC3339), cmdutil.OrDash(ev.Task),
+			strings.TrimPrefix(ev.Kind, entry.OrchPrefix), ev.State, cmdutil.AgentText(ev.Detail))
 	}
 	if ev.Task == "" {
 		return
@@ -220,8 +221,8 @@ func (w *runWatcher) progress() {
 		return
 	}
 	for _, p := range changed {
-		fmt.Fprintf(w.out, "%s\t%s\tprogress\t%s\t%s %s\n", w.f.Now().UTC().Format(time.RFC3339), p.Task, orDash(p.Phase),
-			time.Duration(p.ElapsedMS)*time.Millisecond, truncate(agentText(p.LastLine), 120))
+		fmt.Fprintf(w.out, "%s\t%s\tprogress\t%s\t%s %s\n", w.f.Now().UTC().Format(time.RFC3339), p.Task, cmdutil.OrDash(p.Phase),
+			time.Duration(p.ElapsedMS)*time.Millisecond, cmdutil.Truncate(cmdutil.AgentText(p.LastLine), 120))
 	}
 }
 
@@ -282,11 +283,11 @@ func (w *runWatcher) draw() {
 		shown = active[:min(len(active), 40)]
 	}
 	for _, t := range shown {
-		fmt.Fprintf(&b, "  %-24s %-12s %s", truncate(t.ID, 24), t.State, orDash(t.DispatchID))
+		fmt.Fprintf(&b, "  %-24s %-12s %s", cmdutil.Truncate(t.ID, 24), t.State, cmdutil.OrDash(t.DispatchID))
 		if p, ok := progress[t.ID]; ok {
-			fmt.Fprintf(&b, "  %s %s", orDash(p.Phase), (time.Duration(p.ElapsedMS) * time.Millisecond).Round(time.Second))
+			fmt.Fprintf(&b, "  %s %s", cmdutil.OrDash(p.Phase), (time.Duration(p.ElapsedMS) * time.Millisecond).Round(time.Second))
 			if p.LastLine != "" {
-				fmt.Fprintf(&b, "  | %s", truncate(agentText(p.LastLine), 60))
+				fmt.Fprintf(&b, "  | %s", cmdutil.Truncate(cmdutil.AgentText(p.LastLine), 60))
 			}
 		}
 		b.WriteString("\n")

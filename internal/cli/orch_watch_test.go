@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
@@ -28,7 +29,7 @@ func TestRunWatcher_Progress(t *testing.T) {
 		Tasks: []api.Task{{ID: "build", State: lifecycle.TaskRunning, DispatchID: id}, {ID: "deploy", State: lifecycle.TaskPending}}}
 	newWatcher := func(live, jsonl bool) (*runWatcher, *bytes.Buffer) {
 		var out bytes.Buffer
-		f := NewFactory(&IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := NewFactory(&cmdutil.IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		f.Now = func() time.Time { return now }
 		w := &runWatcher{f: f, out: &out, live: live, jsonl: jsonl, stateDir: stateDir, running: map[string]time.Time{}, shown: map[string]taskProgress{}}
 		w.setRun(run)

@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/agora-dev/agora/internal/compute/warm"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/compute/warm"
 
 	"github.com/spf13/cobra"
 
@@ -43,7 +45,7 @@ func (o *orchWebFlags) add(cmd *cobra.Command) {
 
 // check loads the web view's clients the way MCP HTTP does (the same variables and rules) and
 // refuses, before serve opens anything, a missing or weak token or an exposed bind.
-func (o *orchWebFlags) check(cmd *cobra.Command, f *Factory) error {
+func (o *orchWebFlags) check(cmd *cobra.Command, f *cmdutil.Factory) error {
 	// Read once, whatever the flags: no process serve starts (a dispatch's detached supervisor
 	// inherits serve's environment) carries the operator's token, as with agora mcp; serve
 	// without --http never uses it.
@@ -51,7 +53,7 @@ func (o *orchWebFlags) check(cmd *cobra.Command, f *Factory) error {
 	os.Unsetenv(envHTTPToken)
 	if o.http == "" {
 		if len(o.allowHosts) > 0 {
-			return usageErrorf(cmd, "--allow-host needs --http")
+			return cmdutil.UsageErrorf(cmd, "--allow-host needs --http")
 		}
 		return nil
 	}
@@ -82,7 +84,7 @@ const webReadConns = 2
 // reads both databases through read-only connections of its own, never the pools the engine
 // and the dispatcher write through, so no page waits for, or holds, a connection they need;
 // closeFn closes them.
-func orchWeb(ctx context.Context, o *orchWebFlags, f *Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger,
+func orchWeb(ctx context.Context, o *orchWebFlags, f *cmdutil.Factory, h *home.Home, orchDB *store.DB, eng *orch.Engine, d *dispatch.Dispatcher, log *slog.Logger,
 	mount map[string]http.Handler, verifierFor func(*orch.Reader) func(context.Context, api.Run) (*verify.Report, error), warmCounts func() []warm.Counts) (ui *web.Server, closeFn func(), err error) {
 	if o.http == "" {
 		return nil, func() {}, nil

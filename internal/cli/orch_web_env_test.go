@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestServeWebToken_NotInherited: serve reads the web view's AGORA_HTTP_TOKEN once, when
@@ -23,7 +25,7 @@ func TestServeWebToken_NotInherited(t *testing.T) {
 			t.Setenv(envHTTPToken, tok)
 			t.Setenv("AGORA_HOME", t.TempDir())
 			o := &orchWebFlags{http: http}
-			if err := o.check(&cobra.Command{}, &Factory{Getenv: os.Getenv}); err != nil {
+			if err := o.check(&cobra.Command{}, &cmdutil.Factory{Getenv: os.Getenv}); err != nil {
 				t.Fatal(err)
 			}
 			if http != "" && (len(o.clients) != 1 || o.clients[0].Token != tok) {

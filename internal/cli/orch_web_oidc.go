@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/oidcauth"
 	"github.com/agora-dev/agora/internal/web"
@@ -22,7 +23,7 @@ const maxSecretBytes = 4 << 10
 // webOIDC returns the web view's sign-in of agora.yaml's auth.oidc.web, or nil when it is
 // absent. The client secret is read from its file (refused when others can read it) or the
 // environment, never from agora.yaml or argv.
-func webOIDC(f *Factory) (*web.OIDC, error) {
+func webOIDC(f *cmdutil.Factory) (*web.OIDC, error) {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return nil, err
@@ -45,7 +46,7 @@ func webOIDC(f *Factory) (*web.OIDC, error) {
 	return &web.OIDC{Verifier: v, Secret: secret}, nil
 }
 
-func webOIDCSecret(f *Factory, w oidcauth.WebClient) (string, error) {
+func webOIDCSecret(f *cmdutil.Factory, w oidcauth.WebClient) (string, error) {
 	if w.ClientSecretFile == "" {
 		return f.Getenv(envOIDCClientSecret), nil
 	}

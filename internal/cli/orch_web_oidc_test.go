@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/oidcauth"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestWebOIDC_Secret(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"AGORA_HOME": home}
-	f := &Factory{Getenv: func(k string) string { return env[k] }}
+	f := &cmdutil.Factory{Getenv: func(k string) string { return env[k] }}
 	if o, err := webOIDC(f); o != nil || err != nil {
 		t.Fatalf("no agora.yaml: %v %v", o, err)
 	}
@@ -70,7 +71,7 @@ func TestWebOIDC_Secret(t *testing.T) {
 	if err != nil || o.Secret != value || o.Verifier.Config().Audience != "agora-web" {
 		t.Fatalf("from the file: %+v, %v", o, err)
 	}
-	got, err := webOIDCSecret(&Factory{Getenv: func(k string) string { return map[string]string{envOIDCClientSecret: value}[k] }},
+	got, err := webOIDCSecret(&cmdutil.Factory{Getenv: func(k string) string { return map[string]string{envOIDCClientSecret: value}[k] }},
 		oidcauth.WebClient{ClientID: "agora-web"})
 	if err != nil || got != value {
 		t.Fatalf("from the environment: %q, %v", got, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -82,6 +83,9 @@ func (r *remoteProviders) kubernetes(name string, t config.Target) (compute.Prov
 		CPU: string(t.Resources.CPU), Memory: string(t.Resources.Memory),
 		NodeSelector: t.NodeSelector, TTL: t.TTLAfterFinished,
 		GatewayURL: t.Gateway, GatewayCA: certs.CAPEM, Exporter: exporterFor(reg, r.replicas), Target: name,
+		// A pool pod's slot is the home's gateway's (netgw/pool.go): the gateway the pods
+		// reach serves AGORA_HOME/gateway/slots, where a claim binds the dispatch to it.
+		BindPod:    (&netgw.Slots{Dir: filepath.Join(r.homeDir, "gateway", "slots")}).BindPod,
 		SandboxUID: uint32(t.SandboxUID), Backend: t.Backend,
 		PullSecrets: t.ImagePullSecrets, PullPolicy: t.ImagePullPolicy,
 		GatewayPeer: gatewayPeer(t.GatewayPeer),

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/cli/outdir"
 )
 
 // TestRedTeam2_PlantedTwinIsKept: a file planted in --to DIR with the bytes agora is about to
@@ -33,16 +35,16 @@ func TestRedTeam2_PlantedTwinIsKept(t *testing.T) {
 	}
 	os.Chmod(dir, 0o777|os.ModeSticky)
 	patch := []byte("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
-	d, err := openOutDir(dir)
+	d, err := outdir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
 	// agora's own file from an earlier run: a rerun succeeds.
-	if _, err := d.writeFile("mine.patch", patch); err != nil {
+	if _, err := d.WriteFile("mine.patch", patch); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.writeFile("mine.patch", patch); err != nil {
+	if _, err := d.WriteFile("mine.patch", patch); err != nil {
 		t.Fatalf("a rerun refused agora's own file: %v", err)
 	}
 	for _, c := range []struct {
@@ -64,7 +66,7 @@ func TestRedTeam2_PlantedTwinIsKept(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.plant(planted)
-			if path, err := d.writeFile(filepath.Base(planted), patch); err == nil {
+			if path, err := d.WriteFile(filepath.Base(planted), patch); err == nil {
 				t.Fatalf("agora accepted the planted %s as its own: %s", filepath.Base(planted), path)
 			}
 		})

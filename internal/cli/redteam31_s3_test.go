@@ -10,7 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/audit/anchor"
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/s3"
 )
 
@@ -66,7 +66,7 @@ func TestRedTeam31_S3AnchorOverwrittenByANewVersion(t *testing.T) {
 	sa, _ := standalone(t)
 	r := runAgora(t, sa, "verify", bundle, "--key", filepath.Join(a["AGORA_HOME"], "keys", "audit.pub"),
 		"--anchor-bucket", "s3://"+honest.Bucket+"/"+honest.Prefix, "--anchor-endpoint", honest.Endpoint, "--anchor-credentials-file", creds)
-	if r.code != cli.ExitCheckFailed || strings.Contains(tierRow(r.stdout), "tamper-evident") || !strings.Contains(r.stdout, "holds 2 versions of the object") {
+	if r.code != cmdutil.ExitCheckFailed || strings.Contains(tierRow(r.stdout), "tamper-evident") || !strings.Contains(r.stdout, "holds 2 versions of the object") {
 		t.Errorf("a forked log whose checkpoint was written as a new version over the locked anchor verifies:\n%s%s", r.stdout, r.stderr)
 	}
 }
@@ -207,7 +207,7 @@ func TestRedTeam31_S3AnchorHiddenByADeleteMarker(t *testing.T) {
 	sa, _ := standalone(t)
 	v := runAgora(t, sa, "verify", bundle, "--key", filepath.Join(a["AGORA_HOME"], "keys", "audit.pub"),
 		"--anchor-bucket", "s3://"+bucket.Bucket+"/"+bucket.Prefix, "--anchor-endpoint", bucket.Endpoint, "--anchor-credentials-file", creds)
-	if v.code != cli.ExitCheckFailed || !strings.Contains(v.stdout, "s3-anchor anchors/agora/\tFAIL\tthe anchor "+anchor.S3AnchorName("agora", 5)+" has a delete marker over it") {
+	if v.code != cmdutil.ExitCheckFailed || !strings.Contains(v.stdout, "s3-anchor anchors/agora/\tFAIL\tthe anchor "+anchor.S3AnchorName("agora", 5)+" has a delete marker over it") {
 		t.Errorf("verify with a hidden anchor in the bucket: %+v", v)
 	}
 }

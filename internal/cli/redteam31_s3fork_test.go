@@ -10,7 +10,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/audit/anchor"
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/s3"
 )
 
@@ -61,7 +61,7 @@ func TestRedTeam31_S3AnchorForkBesideTheHonestAnchor(t *testing.T) {
 	sa, _ := standalone(t)
 	r := runAgora(t, sa, "verify", bundle, "--key", filepath.Join(a["AGORA_HOME"], "keys", "audit.pub"),
 		"--anchor-bucket", "s3://"+honest.Bucket+"/"+honest.Prefix, "--anchor-endpoint", honest.Endpoint, "--anchor-credentials-file", creds)
-	if r.code != cli.ExitCheckFailed || strings.Contains(tierRow(r.stdout), "tamper-evident") ||
+	if r.code != cmdutil.ExitCheckFailed || strings.Contains(tierRow(r.stdout), "tamper-evident") ||
 		!strings.Contains(r.stdout, "s3-anchor "+anchor.S3AnchorName("agora", 3)+"\tFAIL\tthe bucket's checkpoint 3 is not the bundle's first 3 entries") {
 		t.Errorf("a forked log anchored beside the honest anchor it contradicts verifies:\n%s%s", r.stdout, r.stderr)
 	}
@@ -97,7 +97,7 @@ func TestRedTeam31_S3AnchorForkBesideTheHonestAnchor(t *testing.T) {
 	}
 	h := runAgora(t, sa, "verify", honestBundle, "--key", filepath.Join(e["AGORA_HOME"], "keys", "audit.pub"),
 		"--anchor-bucket", "s3://"+clean.Bucket+"/"+clean.Prefix, "--anchor-endpoint", clean.Endpoint, "--anchor-credentials-file", creds)
-	if h.code != cli.ExitOK || !strings.Contains(h.stdout, "s3-anchor "+anchor.S3AnchorName("agora", 3)+"\tpass\tthe bucket's earlier checkpoint 3 is the bundle's first 3 entries") ||
+	if h.code != cmdutil.ExitOK || !strings.Contains(h.stdout, "s3-anchor "+anchor.S3AnchorName("agora", 3)+"\tpass\tthe bucket's earlier checkpoint 3 is the bundle's first 3 entries") ||
 		!strings.Contains(tierRow(h.stdout), "tamper-evident") {
 		t.Errorf("an honest full bundle with an earlier anchor:\n%s%s", h.stdout, h.stderr)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestRedTeam44D_PlanFileRefusalsExitInvalid drives the real binary: `orch schedule add` and
@@ -75,8 +75,8 @@ func TestRedTeam44D_PlanFileRefusalsExitInvalid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := agora(t, tc.args...)
 			first, _, _ := strings.Cut(out, "\n")
-			if code != cli.ExitInvalid || !strings.Contains(first, tc.want) {
-				t.Errorf("exit %d, want %d with %q:\n%s", code, cli.ExitInvalid, tc.want, out)
+			if code != cmdutil.ExitInvalid || !strings.Contains(first, tc.want) {
+				t.Errorf("exit %d, want %d with %q:\n%s", code, cmdutil.ExitInvalid, tc.want, out)
 			}
 		})
 	}

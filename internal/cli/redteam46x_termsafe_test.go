@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/agenttext"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // `agora dispatch logs` on a terminal (termsafe.go escapeWriter).
@@ -30,7 +31,7 @@ func termSafe(t *testing.T, what, s string) {
 func through(t *testing.T, chunks ...[]byte) string {
 	t.Helper()
 	var out bytes.Buffer
-	w := agentOut(&Factory{IO: &IOStreams{Out: &out, OutTTY: true}})
+	w := cmdutil.AgentOut(&cmdutil.Factory{IO: &cmdutil.IOStreams{Out: &out, OutTTY: true}})
 	for _, c := range chunks {
 		if n, err := w.Write(c); err != nil || n != len(c) {
 			t.Fatalf("write %q: %d, %v", c, n, err)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestRedTeam46xWitness_SameWitnessTwiceMeetsQuorumTwo: an auditor passes one witness twice
@@ -56,7 +56,7 @@ func TestRedTeam46xWitness_SameWitnessTwiceMeetsQuorumTwo(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := runAgora(t, env, "verify", bundle, "--key", goldenV3Key, "--tsa-ca", goldenV3TSACA,
 				"--witness", vkey, "--witness", second, "--witness-quorum", "2")
-			if r.code == cli.ExitOK {
+			if r.code == cmdutil.ExitOK {
 				row := ""
 				for _, l := range strings.Split(r.stdout, "\n") {
 					if strings.HasPrefix(l, "witness\t") {

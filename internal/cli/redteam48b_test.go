@@ -21,6 +21,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/callerctx"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/peercred"
@@ -150,7 +151,7 @@ func rt48bResident(t *testing.T, cfgFile string, cfg []byte) *rt48bRig {
 	buf := &agoratest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	quiet := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	hr := &handoffRunner{f: &Factory{}, home: "/rt48b/home", exe: exe, env: "rt48b-env", cfgFile: cfgFile,
+	hr := &handoffRunner{f: &cmdutil.Factory{}, home: "/rt48b/home", exe: exe, env: "rt48b-env", cfgFile: cfgFile,
 		cfgSum: sha256.Sum256(cfg), running: running}
 	r := &resident{runner: hr, idle: time.Hour, ln: ln, serveSock: filepath.Join(dir, orchSocket), last: time.Now(), log: log}
 	srv := r.server(quiet.Handler())

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/verify"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/home"
 )
 
@@ -79,7 +80,7 @@ func (a replicatedFirst) replicated(ctx context.Context, since time.Time) error 
 	deadline := time.Now().Add(a.wait)
 	for {
 		var st replicatedStatus
-		b, err := readLimited(a.status, 64<<10)
+		b, err := cmdutil.ReadLimited(a.status, 64<<10)
 		if err == nil && json.Unmarshal(b, &st) == nil && st.Replicated.After(since) {
 			return nil
 		}

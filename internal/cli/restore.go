@@ -15,6 +15,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch"
@@ -27,7 +28,7 @@ import (
 var restoreKeys = []string{home.SecretKeyFile, home.AuditKeyFile, home.AuditPubFile, home.CallbackKey}
 
 type restoreOptions struct {
-	printOptions
+	cmdutil.PrintOptions
 	to, config, keys, at string
 }
 
@@ -47,9 +48,9 @@ type restoreAnchorResult struct {
 	LogSize uint64 `json:"log_size"`
 }
 
-func newRestoreCmd(f *Factory, runF func(*restoreOptions) error) *cobra.Command {
-	opts := &restoreOptions{printOptions: printOptions{f: f}}
-	cmd := newPrintCmd(&cobra.Command{
+func newRestoreCmd(f *cmdutil.Factory, runF func(*restoreOptions) error) *cobra.Command {
+	opts := &restoreOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
+	cmd := cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "restore --to DIR --config AGORA_YAML --keys KEYS_DIR",
 		Short: "Bring back a home from its replica in object storage",
 		Long: `Bring back AGORA_HOME after a lost disk from the replica that 'agora orch serve' and
@@ -71,7 +72,7 @@ them in object storage too (blobs.s3).`,
 		Example: `  AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... agora restore --to /var/lib/agora/home \
       --config /backup/agora.yaml --keys /backup/keys
   agora restore --to /tmp/home-at-noon --config agora.yaml --keys keys --at 2026-11-24T12:00:00Z -o json`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 	}, opts, runF, restoreRun)
 	fl := cmd.Flags()
 	fl.StringVar(&opts.to, "to", "", "the new home: a directory that does not exist or is empty (required)")
@@ -81,15 +82,15 @@ them in object storage too (blobs.s3).`,
 	return cmd
 }
 
-func (o *restoreOptions) validate(cmd *cobra.Command) error {
+func (o *restoreOptions) Validate(cmd *cobra.Command) error {
 	for _, fl := range []struct{ name, v string }{{"--to", o.to}, {"--config", o.config}, {"--keys", o.keys}} {
 		if fl.v == "" {
-			return usageErrorf(cmd, "%s is required", fl.name)
+			return cmdutil.UsageErrorf(cmd, "%s is required", fl.name)
 		}
 	}
 	if o.at != "" {
 		if _, err := time.Parse(time.RFC3339Nano, o.at); err != nil {
-			return usageErrorf(cmd, "--at %q: want an RFC 3339 time, e.g. 2026-11-24T12:00:00Z", o.at)
+			return cmdutil.UsageErrorf(cmd, "--at %q: want an RFC 3339 time, e.g. 2026-11-24T12:00:00Z", o.at)
 		}
 	}
 	return nil
@@ -100,7 +101,7 @@ func restoreRun(ctx context.Context, o *restoreOptions) error {
 	if err != nil {
 		return err
 	}
-	return emit(o.f.IO, o.output, res, func(r restoreResult) error { return printRestore(o.f.IO.Out, r) })
+	return cmdutil.Emit(o.F.IO, o.Output, res, func(r restoreResult) error { return printRestore(o.F.IO.Out, r) })
 }
 
 // restoreHome restores into o.to (which must not exist or be empty) the home of o.config and
@@ -119,7 +120,7 @@ func restoreHome(ctx context.Context, o *restoreOptions) (restoreResult, error) 
 	if o.at != "" {
 		at, _ = time.Parse(time.RFC3339Nano, o.at)
 	}
-	src, err := readLimited(o.config, 1<<20)
+	src, err := cmdutil.ReadLimited(o.config, 1<<20)
 	if err != nil {
 		return res, fmt.Errorf("--config: %w", err)
 	}
@@ -132,7 +133,7 @@ func restoreHome(ctx context.Context, o *restoreOptions) (restoreResult, error) 
 	}
 	keys := map[string][]byte{}
 	for _, k := range restoreKeys {
-		b, err := readLimited(filepath.Join(o.keys, filepath.Base(k)), 64<<10)
+		b, err := cmdutil.ReadLimited(filepath.Join(o.keys, filepath.Base(k)), 64<<10)
 		if err != nil {
 			return res, fmt.Errorf("--keys: %w (a restore needs secret.key, audit.key, audit.pub and callback.key)", err)
 		}
@@ -184,7 +185,7 @@ func restoreHome(ctx context.Context, o *restoreOptions) (restoreResult, error) 
 		}
 		res.Databases = append(res.Databases, r)
 	}
-	anchors, err := restoreCheckAnchors(ctx, o.f, dir, cfg, res.Databases)
+	anchors, err := restoreCheckAnchors(ctx, o.F, dir, cfg, res.Databases)
 	if err != nil {
 		removeDBs()
 		return res, fmt.Errorf("the restored home does not verify against its anchors, so its databases were removed: %w", err)
@@ -197,7 +198,7 @@ func restoreHome(ctx context.Context, o *restoreOptions) (restoreResult, error) 
 // anchor the config names for it: `agora verify` semantics (the checkpoint verifies under the
 // home's key, and the log holds it as a prefix), so a log an older replica brought back, shorter
 // than what was anchored, fails.
-func restoreCheckAnchors(ctx context.Context, f *Factory, dir string, cfg *config.Config, restored []replicate.Restored) ([]restoreAnchorResult, error) {
+func restoreCheckAnchors(ctx context.Context, f *cmdutil.Factory, dir string, cfg *config.Config, restored []replicate.Restored) ([]restoreAnchorResult, error) {
 	h, err := home.OpenExisting(ctx, dir, agoradb.Migrations())
 	if err != nil {
 		return nil, err
@@ -259,7 +260,7 @@ func restoreCheckAnchors(ctx context.Context, f *Factory, dir string, cfg *confi
 // restoreMissingAnchored refuses a restore without orch.db when an s3 anchor holds a checkpoint
 // of orch.db's log: the home had an orchestrator, and a bucket that lost (or a hostile owner
 // who deleted) that replica must not make it look as if none ever served it.
-func restoreMissingAnchored(ctx context.Context, f *Factory, cfg *config.Config, restored []replicate.Restored) error {
+func restoreMissingAnchored(ctx context.Context, f *cmdutil.Factory, cfg *config.Config, restored []replicate.Restored) error {
 	for _, r := range restored {
 		if r.DB == "orch" {
 			return nil

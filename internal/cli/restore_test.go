@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/replicate"
 	"github.com/agora-dev/agora/internal/s3"
 )
@@ -83,7 +83,7 @@ func TestRestore_LostHome(t *testing.T) {
 
 	to := filepath.Join(t.TempDir(), "home")
 	r := runAgora(t, sa, "restore", "--to", to, "--config", cfgCopy, "--keys", keys, "-o", "json")
-	if r.code != cli.ExitOK {
+	if r.code != cmdutil.ExitOK {
 		t.Fatalf("restore: %+v", r)
 	}
 	var res struct {
@@ -115,7 +115,7 @@ func TestRestore_LostHome(t *testing.T) {
 	}
 	r = runAgora(t, sa, "verify", bundle, "--key", filepath.Join(keys, "audit.pub"),
 		"--anchor-bucket", "s3://"+locked.Bucket+"/"+locked.Prefix, "--anchor-endpoint", locked.Endpoint, "--anchor-credentials-file", creds)
-	if r.code != cli.ExitOK {
+	if r.code != cmdutil.ExitOK {
 		t.Fatalf("the restored log does not verify against the anchors:\n%s%s", r.stdout, r.stderr)
 	}
 

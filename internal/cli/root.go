@@ -1,6 +1,7 @@
-// Package cli is agora's command line: cobra commands, a file per noun. Commands parse and
-// validate flags, call one domain package, and format the result. Only this package renders
-// errors for people and picks exit codes.
+// Package cli is agora's command line: the root that wires one package per noun
+// (internal/cli/<noun>) into the tree, the composition root that builds what commands open
+// (dispatcher, providers, anchors), and the dispatch and orch commands. Only this package renders
+// errors for people and picks exit codes (cmdutil holds the table).
 package cli
 
 import (
@@ -15,6 +16,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/apply"
+	"github.com/agora-dev/agora/internal/cli/audit"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/env"
+	"github.com/agora-dev/agora/internal/cli/initcmd"
+	"github.com/agora-dev/agora/internal/cli/selftest"
+	"github.com/agora-dev/agora/internal/cli/subagent"
+	"github.com/agora-dev/agora/internal/cli/verify"
+	"github.com/agora-dev/agora/internal/cli/version"
+	"github.com/agora-dev/agora/internal/cli/workspace"
 	"github.com/agora-dev/agora/internal/tracing"
 )
 
@@ -22,13 +33,13 @@ import (
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	f := NewFactory(System(), os.Getenv)
+	f := NewFactory(cmdutil.System(), os.Getenv)
 	defer f.Close()
 	return Run(ctx, f, os.Args[1:])
 }
 
 // Run executes one command line and returns its exit code.
-func Run(ctx context.Context, f *Factory, args []string) int {
+func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 	// A command run inside a trace (TRACEPARENT, as CI systems and tracing-aware tools set
 	// it) puts what it starts there: a submitted run, a dispatch. A malformed one is ignored.
 	ctx = tracing.Join(ctx, f.Getenv("TRACEPARENT"))
@@ -38,12 +49,12 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	cmd, err := root.ExecuteContextC(ctx)
-	f.afterWrites(context.WithoutCancel(ctx))
-	f.flushTraces(ctx)
+	f.AfterWrites(context.WithoutCancel(ctx))
+	f.FlushTraces(ctx)
 	if err == nil {
-		return ExitOK
+		return cmdutil.ExitOK
 	}
-	var ue *usageError
+	var ue *cmdutil.UsageError
 	if !errors.As(err, &ue) && strings.HasPrefix(err.Error(), "unknown command ") {
 		// cobra finds an unknown command before any of ours runs; it is a wrong command line.
 		// Its message carries its own "Did you mean" block: the suggestion is rendered as a
@@ -63,17 +74,17 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 // renderInterrupt says what a Ctrl-C did to the work, instead of "context canceled".
 // A command that started work says what became of it ([interruptedError]); a read only
 // stopped reading.
-func renderInterrupt(f *Factory, cmd *cobra.Command, err error) int {
-	var ie *interruptedError
+func renderInterrupt(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
+	var ie *cmdutil.InterruptedError
 	switch {
 	case errors.As(err, &ie):
-		fmt.Fprintf(f.IO.ErrOut, "agora: interrupted: %s\n", ie.what)
+		fmt.Fprintf(f.IO.ErrOut, "agora: interrupted: %s\n", ie.What)
 	case readOnly(cmd):
 		fmt.Fprintf(f.IO.ErrOut, "agora: interrupted: nothing changed\n")
 	default:
 		fmt.Fprintf(f.IO.ErrOut, "agora: interrupted: %s stopped before it finished (%v); what it had written is committed, see 'agora audit log'\n", cmd.CommandPath(), err)
 	}
-	return ExitInterrupted
+	return cmdutil.ExitInterrupted
 }
 
 // readOnly reports whether cmd only reads: a Ctrl-C cannot have changed anything.
@@ -88,30 +99,13 @@ func readOnly(cmd *cobra.Command) bool {
 	return false
 }
 
-// afterWrites writes an audit checkpoint when one is due (every N entries or T seconds, see
-// agora.yaml audit:) after a command that may have appended entries. Short-lived processes
-// are how most entries arrive, so they carry the checkpoint duty; a failure is a warning,
-// never the command's failure: the entries themselves are committed.
-func (f *Factory) afterWrites(ctx context.Context) {
-	if !f.wrote || f.home == nil {
-		return
-	}
-	cp, err := f.Checkpointer(ctx)
-	if err == nil {
-		_, err = cp.MaybeCheckpoint(ctx)
-	}
-	if err != nil {
-		fmt.Fprintf(f.IO.ErrOut, "agora: warning: audit checkpoint: %v\n", err)
-	}
-}
-
 // hinter is implemented by errors that know how to fix themselves.
 type hinter interface{ Hint() string }
 
-func renderError(f *Factory, err error) int {
-	code := exitCode(err)
-	var ee *exitError
-	if errors.As(err, &ee) && ee.err == nil {
+func renderError(f *cmdutil.Factory, err error) int {
+	code := cmdutil.ExitCode(err)
+	var ee *cmdutil.ExitCodeError
+	if errors.As(err, &ee) && ee.Err == nil {
 		return code
 	}
 	msg := strings.TrimSpace(err.Error())
@@ -126,8 +120,8 @@ func renderError(f *Factory, err error) int {
 	if errors.As(err, &h) && h.Hint() != "" {
 		fmt.Fprintf(f.IO.ErrOut, "agora: hint: %s\n", h.Hint())
 	}
-	if ue := (*usageError)(nil); code == ExitUsage && errors.As(err, &ue) {
-		fmt.Fprintf(f.IO.ErrOut, "agora: hint: run '%s' for usage\n", strings.Join(strings.Fields("agora "+ue.cmdPath()+" --help"), " "))
+	if ue := (*cmdutil.UsageError)(nil); code == cmdutil.ExitUsage && errors.As(err, &ue) {
+		fmt.Fprintf(f.IO.ErrOut, "agora: hint: run '%s' for usage\n", strings.Join(strings.Fields("agora "+ue.CmdPath()+" --help"), " "))
 	}
 	return code
 }
@@ -141,7 +135,7 @@ func errorf(format string, args ...any) error { return fmt.Errorf(format, args..
 // completion, a word that names no group) gets the whole tree, so the root's help, cobra's
 // suggestions and the shell's completion see every command. The completion functions are
 // registered only for a shell's completion request (cobra's hidden __complete command).
-func rootFor(f *Factory, args []string) *cobra.Command {
+func rootFor(f *cmdutil.Factory, args []string) *cobra.Command {
 	completing := slices.Contains(args, cobra.ShellCompRequestCmd) || slices.Contains(args, cobra.ShellCompNoDescRequestCmd)
 	group := ""
 	if len(args) > 0 && !completing {
@@ -156,34 +150,34 @@ func rootFor(f *Factory, args []string) *cobra.Command {
 
 // NewRootCmd builds the whole command tree, without the shell completion functions (Run adds
 // them for a completion request). It holds no package-level state.
-func NewRootCmd(f *Factory) *cobra.Command { return newRootCmd(f, "") }
+func NewRootCmd(f *cmdutil.Factory) *cobra.Command { return newRootCmd(f, "") }
 
 // group is one of agora's top-level commands: the word that selects it and how it is made.
 type group struct {
 	name string
-	make func(*Factory) *cobra.Command
+	make func(*cmdutil.Factory) *cobra.Command
 }
 
 // groups are agora's top-level commands. A test holds each name to the command it makes.
 func groups() []group {
 	return []group{
-		{"init", func(f *Factory) *cobra.Command { return newInitCmd(f, nil) }},
+		{"init", func(f *cmdutil.Factory) *cobra.Command { return initcmd.NewCmd(f, nil) }},
 		{"capability", newCapabilityCmd},
-		{"subagent", newSubagentCmd},
-		{"env", newEnvCmd},
-		{"workspace", newWorkspaceCmd},
-		{"apply", func(f *Factory) *cobra.Command { return newApplyCmd(f, nil) }},
-		{"audit", newAuditCmd},
-		{"verify", func(f *Factory) *cobra.Command { return newVerifyCmd(f, nil) }},
+		{"subagent", subagent.NewCmd},
+		{"env", env.NewCmd},
+		{"workspace", workspace.NewCmd},
+		{"apply", func(f *cmdutil.Factory) *cobra.Command { return apply.NewCmd(f, nil) }},
+		{"audit", audit.NewCmd},
+		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},
 		{"dispatch", newDispatchCmd},
-		{"mcp", func(f *Factory) *cobra.Command { return newMCPCmd(f, nil) }},
+		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return newMCPCmd(f, nil) }},
 		{"orch", newOrchCmd},
 		{"gateway", newGatewayCmd},
-		{"doctor", func(f *Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
-		{"selftest", func(f *Factory) *cobra.Command { return newSelftestCmd(f, nil) }},
-		{"restore", func(f *Factory) *cobra.Command { return newRestoreCmd(f, nil) }},
-		{"gc", func(f *Factory) *cobra.Command { return newGCCmd(f, nil) }},
-		{"version", func(f *Factory) *cobra.Command { return newVersionCmd(f, nil) }},
+		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
+		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return selftest.NewCmd(f, nil) }},
+		{"restore", func(f *cmdutil.Factory) *cobra.Command { return newRestoreCmd(f, nil) }},
+		{"gc", func(f *cmdutil.Factory) *cobra.Command { return newGCCmd(f, nil) }},
+		{"version", func(f *cmdutil.Factory) *cobra.Command { return version.NewCmd(f, nil) }},
 	}
 }
 
@@ -198,7 +192,7 @@ State lives in AGORA_HOME (default $XDG_DATA_HOME/agora, i.e. ~/.local/share/ago
 
 // newRootCmd builds the root with the group named only, or with every group when only is
 // not one of them.
-func newRootCmd(f *Factory, only string) *cobra.Command {
+func newRootCmd(f *cmdutil.Factory, only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "agora",
 		Short:         "Dispatch sandboxed AI sub-agents against a human-provisioned catalog",
@@ -209,10 +203,9 @@ func newRootCmd(f *Factory, only string) *cobra.Command {
 			HiddenDefaultCmd: true,
 		},
 	}
-	root.PersistentFlags().StringVar(&f.actorFlag, "actor", "",
-		"who is making this change, recorded in the audit log as given (default: the OS user; CI sets it)")
+	f.AddActorFlag(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{err: err, cmd: c}
+		return &cmdutil.UsageError{Err: err, Cmd: c}
 	})
 	all := groups()
 	if i := slices.IndexFunc(all, func(g group) bool { return g.name == only }); i >= 0 {
@@ -220,7 +213,7 @@ func newRootCmd(f *Factory, only string) *cobra.Command {
 	} else {
 		// The exit-code table is formatted only where the root's own help can be shown: a
 		// tree of one group never resolves to the root.
-		root.Long += "\n\n" + exitCodesHelp()
+		root.Long += "\n\n" + cmdutil.ExitCodesHelp()
 	}
 	for _, g := range all {
 		root.AddCommand(g.make(f))
@@ -228,7 +221,7 @@ func newRootCmd(f *Factory, only string) *cobra.Command {
 	for _, c := range root.Commands() {
 		refuseUnknownSubcommands(c)
 	}
-	gateHomes(f, root)
+	cmdutil.GateHomes(f, root)
 	return root
 }
 
@@ -277,5 +270,5 @@ func unknownCommand(cmd *cobra.Command, word string) error {
 	for _, s := range cmd.SuggestionsFor(word) {
 		e.suggest = append(e.suggest, "'"+cmd.CommandPath()+" "+s+"'")
 	}
-	return &usageError{err: e, cmd: cmd}
+	return &cmdutil.UsageError{Err: e, Cmd: cmd}
 }

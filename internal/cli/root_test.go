@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // An unknown command is a wrong command line: exit 2 with the usage hint, like every other
@@ -14,7 +15,7 @@ func TestRun_UnknownCommandIsUsage(t *testing.T) {
 	for _, args := range [][]string{{"bogus"}, {"dispatch", "bogus"}} {
 		var errOut bytes.Buffer
 		home := t.TempDir() + "/home"
-		f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut},
+		f := cli.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut},
 			func(k string) string {
 				if k == "AGORA_HOME" {
 					return home
@@ -23,8 +24,8 @@ func TestRun_UnknownCommandIsUsage(t *testing.T) {
 			})
 		code := cli.Run(t.Context(), f, args)
 		f.Close()
-		if code != cli.ExitUsage {
-			t.Errorf("agora %s: exit %d, want %d; stderr:\n%s", strings.Join(args, " "), code, cli.ExitUsage, errOut.String())
+		if code != cmdutil.ExitUsage {
+			t.Errorf("agora %s: exit %d, want %d; stderr:\n%s", strings.Join(args, " "), code, cmdutil.ExitUsage, errOut.String())
 		}
 		if !strings.Contains(errOut.String(), "--help' for usage") {
 			t.Errorf("agora %s: no usage hint in:\n%s", strings.Join(args, " "), errOut.String())
@@ -52,8 +53,8 @@ func TestRun_UnknownCommandSuggests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{"AGORA_HOME": t.TempDir() + "/home"}
 			r := runAgora(t, env, tt.args...)
-			if r.code != cli.ExitUsage {
-				t.Fatalf("exit %d, want %d\n%s", r.code, cli.ExitUsage, r.stderr)
+			if r.code != cmdutil.ExitUsage {
+				t.Fatalf("exit %d, want %d\n%s", r.code, cmdutil.ExitUsage, r.stderr)
 			}
 			first := strings.SplitN(r.stderr, "\n", 2)[0]
 			if want := "agora: error: unknown command \"" + tt.args[len(tt.args)-1] + "\""; !strings.HasPrefix(first, want) {

@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
-func quietFactory(t *testing.T) *Factory {
+func quietFactory(t *testing.T) *cmdutil.Factory {
 	t.Helper()
-	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(string) string { return "" })
+	f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(string) string { return "" })
 	t.Cleanup(func() { f.Close() })
 	return f
 }
@@ -109,7 +111,7 @@ func TestRootFor_CompletionsOnlyWhenCompleting(t *testing.T) {
 // the whole tree with completions (what every process built before), the whole tree, and the
 // tree of `agora dispatch run` and of `agora version`.
 func BenchmarkRootFor(b *testing.B) {
-	f := NewFactory(&IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(string) string { return "" })
+	f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, func(string) string { return "" })
 	defer f.Close()
 	for _, bc := range []struct {
 		name string

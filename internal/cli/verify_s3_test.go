@@ -9,7 +9,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
 	"github.com/agora-dev/agora/internal/audit/anchor"
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestVerify_S3Anchor: a home whose checkpoints are anchored in an Object Lock bucket
@@ -48,7 +48,7 @@ func TestVerify_S3Anchor(t *testing.T) {
 		"--anchor-endpoint", cfg.Endpoint, "--anchor-credentials-file", creds}
 	sa, _ := standalone(t)
 	r := runAgora(t, sa, verifyArgs...)
-	if r.code != cli.ExitOK || !strings.Contains(r.stdout, "s3-anchor "+anchor.S3AnchorName("agora", 3)+"\tpass") ||
+	if r.code != cmdutil.ExitOK || !strings.Contains(r.stdout, "s3-anchor "+anchor.S3AnchorName("agora", 3)+"\tpass") ||
 		!strings.Contains(r.stdout, "COMPLIANCE until") || !strings.Contains(tierRow(r.stdout), "tamper-evident") {
 		t.Fatalf("verify against the bucket: %+v", r)
 	}
@@ -62,7 +62,7 @@ func TestVerify_S3Anchor(t *testing.T) {
 		forged := filepath.Join(dir, "forged.json")
 		os.WriteFile(forged, []byte(strings.Replace(string(raw), `"locator": "`+anchor.S3AnchorName("agora", 3)+`"`, `"locator": "`+loc+`"`, 1)), 0o600)
 		args := append([]string{"verify", forged}, verifyArgs[2:]...)
-		if r := runAgora(t, sa, args...); r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "object name") {
+		if r := runAgora(t, sa, args...); r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "object name") {
 			t.Errorf("verify with the evidence's locator %q: %+v", loc, r)
 		}
 	}
@@ -77,11 +77,11 @@ func TestVerify_S3Anchor(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlocked := append([]string{"verify", bundle, "--key", pub, "--anchor-bucket", "s3://" + cfg2.Bucket + "/" + cfg2.Prefix}, verifyArgs[6:]...)
-	if r := runAgora(t, sa, unlocked...); r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "is not locked (no Object Lock retention)") {
+	if r := runAgora(t, sa, unlocked...); r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "is not locked (no Object Lock retention)") {
 		t.Errorf("verify against an unlocked copy: %+v", r)
 	}
 	// Without --anchor-bucket the s3 evidence is a claim: it passes and raises no tier.
-	if r := runAgora(t, sa, "verify", bundle, "--key", pub); r.code != cli.ExitOK || strings.Contains(tierRow(r.stdout), "tamper-evident") {
+	if r := runAgora(t, sa, "verify", bundle, "--key", pub); r.code != cmdutil.ExitOK || strings.Contains(tierRow(r.stdout), "tamper-evident") {
 		t.Errorf("verify without the bucket: %+v", r)
 	}
 	// The anchored object altered on the server's disk (Object Lock binds the API, not
@@ -95,19 +95,19 @@ func TestVerify_S3Anchor(t *testing.T) {
 	if err := os.WriteFile(obj, []byte(strings.Replace(string(orig), "\n3\n", "\n2\n", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := runAgora(t, sa, verifyArgs...); r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "not the bundle's anchored checkpoint") {
+	if r := runAgora(t, sa, verifyArgs...); r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "not the bundle's anchored checkpoint") {
 		t.Errorf("verify with an altered anchor: %+v", r)
 	}
 	if err := os.Remove(obj); err != nil {
 		t.Fatal(err)
 	}
-	if r := runAgora(t, sa, verifyArgs...); r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "not found") {
+	if r := runAgora(t, sa, verifyArgs...); r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "not found") {
 		t.Errorf("verify with a removed anchor: %+v", r)
 	}
 	// A bundle without s3 evidence, checked against a bucket, fails: the auditor asked.
 	plain, plainPub := exportBundle(t)
 	args := append([]string{"verify", plain, "--key", plainPub}, verifyArgs[4:]...)
-	if r := runAgora(t, sa, args...); r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "no s3 anchor evidence") {
+	if r := runAgora(t, sa, args...); r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "no s3 anchor evidence") {
 		t.Errorf("verify of a bundle without s3 evidence: %+v", r)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // exportBundle exports the audit log of a fresh home and returns the bundle's path and the
@@ -33,7 +33,7 @@ func TestVerify_Standalone(t *testing.T) {
 	bundle, pub := exportBundle(t)
 	env, missing := standalone(t)
 	r := runAgora(t, env, "verify", bundle, "--key", pub)
-	if r.code != cli.ExitOK {
+	if r.code != cmdutil.ExitOK {
 		t.Fatalf("verify: %+v", r)
 	}
 	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -50,7 +50,7 @@ func TestVerify_Standalone(t *testing.T) {
 		t.Errorf("verify created or touched AGORA_HOME %s (%v)", missing, err)
 	}
 	r = runAgora(t, env, "verify", bundle)
-	if r.code != cli.ExitOK || !strings.Contains(r.stdout, "taken from the bundle") || !strings.Contains(r.stdout, "pass --key") {
+	if r.code != cmdutil.ExitOK || !strings.Contains(r.stdout, "taken from the bundle") || !strings.Contains(r.stdout, "pass --key") {
 		t.Errorf("without --key: %+v, want a pass that says the key came from the bundle", r)
 	}
 }
@@ -108,17 +108,17 @@ func TestVerify_FailedChecksExit5(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "b.json")
 			os.WriteFile(path, tt.content, 0o644)
 			r := runAgora(t, env, "verify", path, "--key", tt.key)
-			if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, tt.want) || !strings.Contains(r.stderr, tt.stderr) ||
+			if r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, tt.want) || !strings.Contains(r.stderr, tt.stderr) ||
 				!strings.Contains(r.stdout, "tier\tnone\t") {
-				t.Errorf("got %+v; want exit %d, a row %q and stderr %q", r, cli.ExitCheckFailed, tt.want, tt.stderr)
+				t.Errorf("got %+v; want exit %d, a row %q and stderr %q", r, cmdutil.ExitCheckFailed, tt.want, tt.stderr)
 			}
 		})
 	}
-	if r := runAgora(t, env, "verify", filepath.Join(t.TempDir(), "missing.json")); r.code != cli.ExitError {
-		t.Errorf("missing bundle: got code %d, want %d", r.code, cli.ExitError)
+	if r := runAgora(t, env, "verify", filepath.Join(t.TempDir(), "missing.json")); r.code != cmdutil.ExitError {
+		t.Errorf("missing bundle: got code %d, want %d", r.code, cmdutil.ExitError)
 	}
-	if r := runAgora(t, env, "verify"); r.code != cli.ExitUsage {
-		t.Errorf("no argument: got code %d, want %d", r.code, cli.ExitUsage)
+	if r := runAgora(t, env, "verify"); r.code != cmdutil.ExitUsage {
+		t.Errorf("no argument: got code %d, want %d", r.code, cmdutil.ExitUsage)
 	}
 }
 
@@ -172,8 +172,8 @@ func TestVerify_SelectionTampering(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := runAgora(t, env2, "verify", path, "--key", pub)
-			if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\t"+tt.detail) || !strings.Contains(r.stdout, "tier\tnone\t") {
-				t.Errorf("got %+v; want exit %d and a failed selection row %q", r, cli.ExitCheckFailed, tt.detail)
+			if r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\t"+tt.detail) || !strings.Contains(r.stdout, "tier\tnone\t") {
+				t.Errorf("got %+v; want exit %d and a failed selection row %q", r, cmdutil.ExitCheckFailed, tt.detail)
 			}
 		})
 	}
@@ -185,9 +185,9 @@ func TestVerify_OldBundle(t *testing.T) {
 	env, _ := standalone(t)
 	r := runAgora(t, env, "verify", "../audit/verify/testdata/bundle-v1.json", "--key", "../audit/verify/testdata/audit.pub",
 		"--tsa-ca", "../audit/verify/testdata/tsa-ca.pem")
-	if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\tformat agora-audit-bundle/v1 carries no signed selection") ||
+	if r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\tformat agora-audit-bundle/v1 carries no signed selection") ||
 		!strings.Contains(r.stderr, "first: selection:") {
-		t.Errorf("got %+v; want exit %d naming the missing signed selection", r, cli.ExitCheckFailed)
+		t.Errorf("got %+v; want exit %d naming the missing signed selection", r, cmdutil.ExitCheckFailed)
 	}
 }
 
@@ -244,13 +244,13 @@ func TestVerify_Tiers(t *testing.T) {
 		tier string
 		rows []string
 	}{
-		{"CommandReceiptOnly", []string{"--tsa-ca", goldenV3TSACA}, cli.ExitOK,
+		{"CommandReceiptOnly", []string{"--tsa-ca", goldenV3TSACA}, cmdutil.ExitOK,
 			"tier\ttrusted-time\tand an RFC 3161 token shows when the checkpoint existed", []string{"claimed, not verifiable offline"}},
-		{"TSARootFromBundle", nil, cli.ExitOK,
+		{"TSARootFromBundle", nil, cmdutil.ExitOK,
 			"tier\ttrusted-time\tand an RFC 3161 token shows when the checkpoint existed (TSA root taken from the bundle, which its writer chose: pass --tsa-ca with your TSA's CA)", nil},
-		{"AuditorsCopy", []string{"--tsa-ca", goldenV3TSACA, "--anchored-checkpoint", same}, cli.ExitOK,
+		{"AuditorsCopy", []string{"--tsa-ca", goldenV3TSACA, "--anchored-checkpoint", same}, cmdutil.ExitOK,
 			"tier\ttamper-evident\tand the anchored checkpoint is the copy you fetched from an external anchor", []string{anchoredCopyOK}},
-		{"CopyDiffers", []string{"--tsa-ca", goldenV3TSACA, "--anchored-checkpoint", other}, cli.ExitCheckFailed,
+		{"CopyDiffers", []string{"--tsa-ca", goldenV3TSACA, "--anchored-checkpoint", other}, cmdutil.ExitCheckFailed,
 			"tier\tnone\ta check failed: the bundle proves nothing", []string{"anchored copy\tFAIL\tnone of the 1 given copies"}},
 	}
 	for _, tt := range tests {
@@ -267,8 +267,8 @@ func TestVerify_Tiers(t *testing.T) {
 		})
 	}
 	r := runAgora(t, env, "verify", goldenV3, "--anchored-checkpoint", filepath.Join(dir, "missing"))
-	if r.code != cli.ExitError || !strings.Contains(r.stderr, "read --anchored-checkpoint") {
-		t.Errorf("missing copy: got %+v, want exit %d naming the flag", r, cli.ExitError)
+	if r.code != cmdutil.ExitError || !strings.Contains(r.stderr, "read --anchored-checkpoint") {
+		t.Errorf("missing copy: got %+v, want exit %d naming the flag", r, cmdutil.ExitError)
 	}
 }
 
@@ -293,14 +293,14 @@ func TestVerify_RunBundleParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runAgora(t, env, "verify", part, "--key", goldenRunKey)
-	if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\tsigned as a part of run ") {
-		t.Errorf("part alone: got %+v, want exit %d with a failed selection row", r, cli.ExitCheckFailed)
+	if r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "selection\tFAIL\tsigned as a part of run ") {
+		t.Errorf("part alone: got %+v, want exit %d with a failed selection row", r, cmdutil.ExitCheckFailed)
 	}
 	r = runAgora(t, env, "verify", variant, "--key", goldenRunKey)
-	if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, `bundle`+"\tFAIL\t"+`malformed audit bundle: unknown field "Dispatches" (keys are case-sensitive`) {
-		t.Errorf("case-variant key: got %+v, want exit %d with a failed bundle row", r, cli.ExitCheckFailed)
+	if r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, `bundle`+"\tFAIL\t"+`malformed audit bundle: unknown field "Dispatches" (keys are case-sensitive`) {
+		t.Errorf("case-variant key: got %+v, want exit %d with a failed bundle row", r, cmdutil.ExitCheckFailed)
 	}
-	if r := runAgora(t, env, "verify", goldenRun, "--key", goldenRunKey); r.code != cli.ExitOK {
+	if r := runAgora(t, env, "verify", goldenRun, "--key", goldenRunKey); r.code != cmdutil.ExitOK {
 		t.Errorf("the run bundle itself: %+v", r)
 	}
 }

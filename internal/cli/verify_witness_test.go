@@ -12,7 +12,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/agora-dev/agora/internal/audit/verify"
-	"github.com/agora-dev/agora/internal/cli"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
 // TestVerify_WitnessFlags: the golden bundle with its checkpoint cosigned by a witness
@@ -69,23 +69,23 @@ func TestVerify_WitnessFlags(t *testing.T) {
 	base := []string{"verify", cosigned, "--key", goldenV3Key, "--tsa-ca", goldenV3TSACA}
 	args := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
 
-	if r := runAgora(t, env, args()...); r.code != cli.ExitOK {
+	if r := runAgora(t, env, args()...); r.code != cmdutil.ExitOK {
 		t.Fatalf("a cosignature by an unknown key: %+v", r)
 	}
 	for _, w := range []string{w1Key, w1File} {
 		r := runAgora(t, env, args("--witness", w)...)
-		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "witness\tpass\t1 of the 1 named witnesses cosigned") {
+		if r.code != cmdutil.ExitOK || !strings.Contains(r.stdout, "witness\tpass\t1 of the 1 named witnesses cosigned") {
 			t.Errorf("--witness %s: %+v", w, r)
 		}
 	}
 	r := runAgora(t, env, args("--witness", w1Key, "--witness", w2Key)...)
-	if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "witness\tFAIL\t1 of the 2 named witnesses") || !strings.Contains(r.stdout, "missing: witness.example/w2+") {
+	if r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "witness\tFAIL\t1 of the 2 named witnesses") || !strings.Contains(r.stdout, "missing: witness.example/w2+") {
 		t.Errorf("w2 named, not cosigned: %+v", r)
 	}
-	if r := runAgora(t, env, args("--witness", w1Key, "--witness", w2Key, "--witness-quorum", "1")...); r.code != cli.ExitOK {
+	if r := runAgora(t, env, args("--witness", w1Key, "--witness", w2Key, "--witness-quorum", "1")...); r.code != cmdutil.ExitOK {
 		t.Errorf("quorum 1 of 2: %+v", r)
 	}
-	if r := runAgora(t, env, args("--witness", w1Key, "--witness-quorum", "2")...); r.code == cli.ExitOK || !strings.Contains(r.stderr, "--witness-quorum 2") {
+	if r := runAgora(t, env, args("--witness", w1Key, "--witness-quorum", "2")...); r.code == cmdutil.ExitOK || !strings.Contains(r.stderr, "--witness-quorum 2") {
 		t.Errorf("a quorum above the witnesses named: %+v", r)
 	}
 
@@ -96,12 +96,12 @@ func TestVerify_WitnessFlags(t *testing.T) {
 	fakeLine := strings.Fields(string(fake[len(text)+1:]))
 	forged := write("forged.json", append(bytes.Clone(b.Checkpoint), []byte("— witness.example/w1 "+keepHash(t, line[2], fakeLine[2])+"\n")...))
 	r = runAgora(t, env, "verify", forged, "--key", goldenV3Key, "--tsa-ca", goldenV3TSACA, "--witness", w1Key)
-	if r.code != cli.ExitCheckFailed || !strings.Contains(r.stdout, "checkpoint\tFAIL\t") || !strings.Contains(r.stdout, "does not verify") {
+	if r.code != cmdutil.ExitCheckFailed || !strings.Contains(r.stdout, "checkpoint\tFAIL\t") || !strings.Contains(r.stdout, "does not verify") {
 		t.Errorf("a forged cosignature: %+v", r)
 	}
 
 	r = runAgora(t, env, args("--witness", w1Private)...)
-	if r.code == cli.ExitOK || !strings.Contains(r.stderr, "private signing key") || strings.Contains(r.stdout+r.stderr, w1Private) {
+	if r.code == cmdutil.ExitOK || !strings.Contains(r.stderr, "private signing key") || strings.Contains(r.stdout+r.stderr, w1Private) {
 		t.Errorf("a private key as --witness: %+v", r)
 	}
 }

@@ -78,12 +78,13 @@ type Remote struct {
 	// reach serve at a Service's ClusterIP (a policy matches after the Service's DNAT, on the
 	// pod it reaches) and so reach a new serve pod after a restart.
 	GatewayPeer *GatewayPeer `yaml:"gateway_peer"`
-	// WarmPool, on a `backend: agent-sandbox` kubernetes target with `warm: N`, keeps the N
-	// warm pods in agent-sandbox's own SandboxWarmPool and claims them with a SandboxClaim
-	// (docs/providers-k8s.md "Pool slots") instead of agora's slot Jobs: the holder (orch
-	// serve, agora mcp, a resident Dispatcher) makes the pool and keeps it fresh, any
-	// supervisor of the home claims from it, and the gateway enrols its pods with their
-	// projected ServiceAccount tokens (TokenReview: the TokenReview ClusterRole is needed).
+	// WarmPool says a kubernetes target's `warm: N` pods are kept in agent-sandbox's own
+	// SandboxWarmPool and claimed with a SandboxClaim (docs/providers-k8s.md "Pool slots"):
+	// the holder (orch serve, agora mcp, a resident Dispatcher) makes the pool and keeps it
+	// fresh, any supervisor of the home claims from it, and the gateway enrols its pods with
+	// their projected ServiceAccount tokens (TokenReview: the TokenReview ClusterRole is
+	// needed). It is the only warm mechanism on Kubernetes and needs `backend: agent-sandbox`:
+	// `warm: N` implies it, and a `warm: N` on the Job backend is refused.
 	WarmPool bool `yaml:"warm_pool"`
 }
 
@@ -218,11 +219,19 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		default:
 			bad("backend", "want %q (the default) or %q, got %q", BackendJobs, BackendAgentSandbox, t.Backend)
 		}
-		if t.WarmPool && t.Backend != BackendAgentSandbox {
-			bad("warm_pool", "a SandboxWarmPool is agent-sandbox's: set backend: %s too (a jobs target keeps warm: N as slot Jobs)", BackendAgentSandbox)
+		// A kubernetes target's warm pods are agent-sandbox's SandboxWarmPool, which any
+		// supervisor of the home claims from and which outlives its holder; the Job backend
+		// keeps none (docs/adr/0022-warm-start-behind-the-provider-seam.md).
+		if t.Warm > 0 && t.Backend != BackendAgentSandbox {
+			bad("warm", "%d warm pods are kept in agent-sandbox's SandboxWarmPool, which the Job backend has not: set backend: %s (with agent-sandbox's controller and CRDs on the cluster), or warm: 0", t.Warm, BackendAgentSandbox)
+		} else if t.WarmPool && t.Backend != BackendAgentSandbox {
+			bad("warm_pool", "a SandboxWarmPool is agent-sandbox's: set backend: %s too", BackendAgentSandbox)
 		}
 		if t.WarmPool && t.Warm <= 0 {
 			bad("warm_pool", "says how warm: N pods are kept, and warm is %d: set warm: 1 to %d", t.Warm, MaxWarm)
+		}
+		if t.Warm > 0 {
+			t.WarmPool = true // implied: warm: N on a kubernetes target is a pool
 		}
 		if t.TTLAfterFinished == 0 {
 			t.TTLAfterFinished = DefaultTTLAfterFinished

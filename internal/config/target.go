@@ -94,9 +94,10 @@ type Target struct {
 	// whose sandbox shape matches claims one instead of starting a sandbox, and each slot is
 	// used once and never again. 0 (the default) keeps none; at most [MaxWarm]. `agora orch
 	// serve` and `agora mcp` hold them, each slot a standby supervisor (docs/providers.md "Who
-	// holds them"; bubblewrap and docker slots only as root, a kubernetes target's slot Jobs,
-	// on either backend, as any user: docs/providers-k8s.md), and so does a resident
-	// Dispatcher (StartWarm); the one-shot `agora dispatch run` holds none.
+	// holds them"; bubblewrap and docker slots only as root), and so does a resident
+	// Dispatcher (StartWarm); the one-shot `agora dispatch run` holds none. A kubernetes
+	// target's are agent-sandbox's SandboxWarmPool ([Target.WarmPool], `backend:
+	// agent-sandbox` only: docs/providers-k8s.md), which any supervisor of the home claims from.
 	Warm int `yaml:"warm"`
 	// Mode is "" (the default: every grant enforced) or "learn": every dispatch on this target
 	// is a learn dispatch (docs/learn.md), what its grant would refuse recorded as

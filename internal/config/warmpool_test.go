@@ -7,10 +7,11 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 )
 
-// TestTarget_WarmPool: warm_pool keeps a `backend: agent-sandbox` target's warm: N pods in
-// agent-sandbox's SandboxWarmPool. It is refused where it could mean nothing or be
-// misread: on the jobs backend (whose warm: N are slot Jobs), without warm: N (a pool of no
-// size), and on a provider that is not kubernetes.
+// TestTarget_WarmPool: a kubernetes target's warm: N pods are agent-sandbox's
+// SandboxWarmPool, so warm: N implies warm_pool on `backend: agent-sandbox`. Either is refused
+// where it could mean nothing or be misread: warm: N or warm_pool on the jobs backend (which
+// keeps no warm pods), warm_pool without warm: N (a pool of no size), and warm_pool on a
+// provider that is not kubernetes.
 func TestTarget_WarmPool(t *testing.T) {
 	sandbox := func(extra string) string {
 		return strings.Replace(k8sPullFile(extra), "backend: jobs", "backend: agent-sandbox", 1)
@@ -26,14 +27,23 @@ func TestTarget_WarmPool(t *testing.T) {
 	if err := config.Parse("agora.yaml", []byte(sandbox("    warm: 2\n")), c); err != nil {
 		t.Fatal(err)
 	}
+	if k, _ := c.Target("k"); !k.WarmPool {
+		t.Error("warm: 2 on backend: agent-sandbox keeps warm_pool off: want it implied")
+	}
+	c = config.Default("/h")
+	if err := config.Parse("agora.yaml", []byte(sandbox("")), c); err != nil {
+		t.Fatal(err)
+	}
 	if k, _ := c.Target("k"); k.WarmPool {
-		t.Error("warm_pool defaults on: want off (warm: N keeps its meaning, slot Jobs)")
+		t.Error("warm_pool on without warm: N: want off")
 	}
 	for name, tt := range map[string]struct{ yaml, want string }{
-		"jobs backend": {k8sPullFile("    warm: 2\n    warm_pool: true\n"), "warm_pool: a SandboxWarmPool is agent-sandbox's: set backend: agent-sandbox"},
-		"no warm":      {sandbox("    warm_pool: true\n"), "warm_pool: says how warm: N pods are kept, and warm is 0"},
-		"docker":       {"targets:\n  d:\n    provider: docker\n    image: box" + digest + "\n    warm: 1\n    warm_pool: true\n", "warm_pool: not a setting of provider docker"},
-		"local":        {"targets:\n  l:\n    warm: 1\n    warm_pool: true\n", "warm_pool: not a setting of provider local"},
+		"jobs backend":          {k8sPullFile("    warm: 2\n    warm_pool: true\n"), "warm: 2 warm pods are kept in agent-sandbox's SandboxWarmPool, which the Job backend has not: set backend: agent-sandbox"},
+		"jobs backend, warm":    {k8sPullFile("    warm: 1\n"), "warm: 1 warm pods are kept in agent-sandbox's SandboxWarmPool, which the Job backend has not: set backend: agent-sandbox"},
+		"jobs backend, no warm": {k8sPullFile("    warm_pool: true\n"), "warm_pool: a SandboxWarmPool is agent-sandbox's: set backend: agent-sandbox"},
+		"no warm":               {sandbox("    warm_pool: true\n"), "warm_pool: says how warm: N pods are kept, and warm is 0"},
+		"docker":                {"targets:\n  d:\n    provider: docker\n    image: box" + digest + "\n    warm: 1\n    warm_pool: true\n", "warm_pool: not a setting of provider docker"},
+		"local":                 {"targets:\n  l:\n    warm: 1\n    warm_pool: true\n", "warm_pool: not a setting of provider local"},
 	} {
 		err := config.Parse("agora.yaml", []byte(tt.yaml), config.Default("/h"))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

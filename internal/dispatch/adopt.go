@@ -292,7 +292,7 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 		limits.owner, limits.disk = nil, 0
 	}
 	st := stageAt(d.StateDir, r.ID)
-	st.owner, st.sandboxed = limits.owner, limits.sandboxed
+	st.owner, st.sandboxed, st.podFiles = limits.owner, limits.sandboxed, limits.podFiles
 	if st.sandboxed && st.owner == nil {
 		// The first supervisor bound the shared entry of the pinned content at /agora/bundle,
 		// with the dispatch's manifest.json over it (writeBundle, bundleBinds): the spec is
@@ -491,9 +491,6 @@ func (s *supervision) adoptSandbox(ctx context.Context, ad compute.Adopter) erro
 	h, err := ad.Adopt(ctx, s.spec)
 	if err == nil && h == nil && warmPoolTarget(s.target) {
 		h, err = s.adoptPooled(ctx)
-	}
-	if err == nil && h == nil {
-		h, err = s.adoptSlotted(ctx)
 	}
 	if err != nil {
 		return lostAt("%v", err)

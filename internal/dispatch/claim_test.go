@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -39,7 +39,7 @@ func TestSupervise_ClaimBySupervisor(t *testing.T) {
 	// This very process's pid and start time in a record of an earlier boot: after a reboot
 	// the name can match a new process (this one), which must not take it for its own or
 	// for another live holder's; it is gone, so the dispatch is taken over.
-	if boot, err := local.BootID(); err == nil {
+	if boot, err := host.BootID(); err == nil {
 		pidStart, _ := strings.CutSuffix(dispatch.SelfSupervisor(), ":"+boot)
 		cases = append(cases, claimCase{"this process's pid and start in an earlier boot", pidStart + ":0123456789abcdef0123456789abcdef", lifecycle.DispatchFinished})
 	}

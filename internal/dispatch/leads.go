@@ -7,7 +7,7 @@ import (
 )
 
 // leads says whether this process may act on the home's dispatches as a whole: reap the
-// ones whose supervisor is gone, cancel one, keep Kubernetes warm slots. In a home without a
+// ones whose supervisor is gone, cancel one, keep Kubernetes warm pools. In a home without a
 // leader lease every process may. In a home with one (leader: in agora.yaml) only the
 // leader and the processes it starts may: they run under its fence (store.SetFence). Any
 // other process of such a home (`agora mcp`, a CLI on a standby replica's pod, a replica that
@@ -15,9 +15,7 @@ import (
 // be the leader's, adopted since, and reaping or cancelling them would end and stop the
 // leader's work. Its Kubernetes dispatches start cold too: the home's identity
 // on its Kubernetes objects is its audit key alone, the same for every copy of the home, so
-// its sweeps deleted the leader's ready slot Jobs and the parts of slots being made, its pool
-// keeper adopted the leader's pool by name and deleted it at its close, and the leader's
-// sweeps deleted the slots it made.
+// its pool keeper would adopt the leader's pool by name and delete it at its close.
 func (d *Dispatcher) leads() bool {
 	return d.Config == nil || !d.Config.Leader.Set() || store.Fenced()
 }

@@ -66,7 +66,8 @@ func poolKillProviders(homeDir string, ca []byte) func(context.Context, string, 
 		}
 		kp, err := kubernetes.New(kubernetes.Options{Kubeconfig: tg.Kubeconfig, Namespace: tg.Namespace,
 			Image: tg.Image, WorkerImage: tg.WorkerImage, GatewayURL: tg.Gateway, GatewayCA: ca,
-			Exporter: &netgw.Registry{Dir: filepath.Join(homeDir, "gateway", "sessions")}, Target: name, Backend: tg.Backend})
+			Exporter: &netgw.Registry{Dir: filepath.Join(homeDir, "gateway", "sessions")}, Target: name, Backend: tg.Backend,
+			BindPod: (&netgw.Slots{Dir: filepath.Join(homeDir, "gateway", "slots")}).BindPod})
 		if err != nil {
 			return nil, err
 		}

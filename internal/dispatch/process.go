@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 	"github.com/agora-dev/agora/internal/dispatch/supervisorname"
 )
 
@@ -56,10 +56,10 @@ func parentSupervisor() string {
 	return formatSupervisor(ppid, start)
 }
 
-// currentBoot is the running boot's id ([local.BootID]'s form), or "" when this process
+// currentBoot is the running boot's id ([host.BootID]'s form), or "" when this process
 // cannot read it; tests replace it to stand for a later boot.
 var currentBoot = func() string {
-	id, _ := local.BootID()
+	id, _ := host.BootID()
 	return id
 }
 

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 	"github.com/agora-dev/agora/internal/dispatch/supervisorname"
 )
 
@@ -22,7 +22,7 @@ func asBoot(boot string) (restore func()) {
 // TestSupervisorName_ReadsBack: what this process writes reads back as what it wrote, with
 // this boot's id.
 func TestSupervisorName_ReadsBack(t *testing.T) {
-	boot, err := local.BootID()
+	boot, err := host.BootID()
 	if err != nil {
 		t.Skipf("SKIP: no boot id here: %v", err)
 	}
@@ -42,7 +42,7 @@ func TestSupervisorName_ReadsBack(t *testing.T) {
 // boot to a process that cannot read the running boot's id. A name from before boot ids is
 // judged as it always was.
 func TestSupervisorAlive_OtherBoot(t *testing.T) {
-	boot, err := local.BootID()
+	boot, err := host.BootID()
 	if err != nil {
 		t.Skipf("SKIP: no boot id here: %v", err)
 	}

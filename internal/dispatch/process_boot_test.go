@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 )
@@ -18,7 +18,7 @@ import (
 // (failed/lost, the task stopped), while this boot's name, and the form from before boot
 // ids, still hold the dispatch.
 func TestReap_SupervisorOfAnEarlierBoot(t *testing.T) {
-	boot, err := local.BootID()
+	boot, err := host.BootID()
 	if err != nil {
 		t.Skipf("SKIP: no boot id here: %v", err)
 	}

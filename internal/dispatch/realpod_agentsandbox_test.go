@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/k8stest"
 	"github.com/agora-dev/agora/internal/lifecycle"
+	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/runtime/openairt/openaitest"
 )
 
@@ -91,8 +92,6 @@ func TestDispatch_RealPodAgentSandboxSameAsJob(t *testing.T) {
 	if len(sandboxes.Items) != 0 {
 		t.Errorf("%d Sandboxes left after the dispatch ended", len(sandboxes.Items))
 	}
-	// `warm: 1` on such a target, on the same node (realpod_agentsandbox_warm_test.go).
-	t.Run("WarmSlot", func(t *testing.T) { realPodAgentSandboxWarmSlot(t, n) })
 }
 
 // setFields lists the record's JSON fields that are set (and its result's), sorted: the shape
@@ -145,7 +144,7 @@ func (e *env) addPodTargets(n *podNode, backends map[string]string) {
 		kp, err := kubernetes.New(kubernetes.Options{
 			Kubeconfig: tg.Kubeconfig, Namespace: tg.Namespace, Image: tg.Image, WorkerImage: tg.WorkerImage,
 			GatewayURL: tg.Gateway, GatewayCA: n.ca, Exporter: n.reg, Target: name, Backend: tg.Backend,
-			RuntimeClass: tg.RuntimeClass,
+			RuntimeClass: tg.RuntimeClass, BindPod: (&netgw.Slots{Dir: n.slotsDir}).BindPod,
 		})
 		if err == nil {
 			built[name] = kp

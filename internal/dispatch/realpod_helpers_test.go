@@ -185,6 +185,7 @@ func (e *env) addPodTarget(n *podNode) {
 		kp, err := kubernetes.New(kubernetes.Options{
 			Kubeconfig: tg.Kubeconfig, Namespace: tg.Namespace, Image: tg.Image, WorkerImage: tg.WorkerImage,
 			GatewayURL: tg.Gateway, GatewayCA: n.ca, Exporter: n.reg, Target: name,
+			BindPod: (&netgw.Slots{Dir: n.slotsDir}).BindPod,
 		})
 		p = kp
 		return kp, err

@@ -7,10 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/budget"
-	"github.com/agora-dev/agora/internal/errclass"
 	"math"
 	"time"
+
+	"github.com/agora-dev/agora/internal/budget"
+	"github.com/agora-dev/agora/internal/errclass"
 
 	"github.com/oklog/ulid/v2"
 

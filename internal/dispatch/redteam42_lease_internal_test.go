@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 	"github.com/agora-dev/agora/internal/config"
 )
 
@@ -90,7 +90,7 @@ func TestRedTeam42_ReleaseEndsAnOrphanedSandbox(t *testing.T) {
 	}
 	var orphan int
 	for deadline := time.Now().Add(10 * time.Second); orphan == 0; time.Sleep(10 * time.Millisecond) {
-		pids, _ := local.UIDProcesses(uid)
+		pids, _ := host.UIDProcesses(uid)
 		for _, p := range pids {
 			if b, _ := os.ReadFile("/proc/" + p + "/cmdline"); strings.Contains(string(b), "61.42") && !strings.Contains(string(b), "unshare") {
 				orphan, _ = strconv.Atoi(p)
@@ -108,7 +108,7 @@ func TestRedTeam42_ReleaseEndsAnOrphanedSandbox(t *testing.T) {
 	if err := leasedUIDIdle(dir, id); err != nil {
 		t.Fatalf("release of %s: %v", id, err)
 	}
-	if pids, _ := local.UIDProcesses(uid); len(pids) > 0 {
+	if pids, _ := host.UIDProcesses(uid); len(pids) > 0 {
 		t.Fatalf("the orphaned sandbox %d outlived its dispatch's release: %v", orphan, pids)
 	}
 }

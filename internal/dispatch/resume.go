@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/agora-dev/agora/internal/budget"
 	"time"
+
+	"github.com/agora-dev/agora/internal/budget"
 
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/worker/wire"

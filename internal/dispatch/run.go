@@ -141,7 +141,7 @@ func (s *supervision) cleanup() {
 		s.st.removeWork()
 	}
 	if s.warm != nil {
-		s.warm.kill() // claimed, never run: killed; its uid lease is s.lease
+		s.warm.slot.Discard() // claimed, never run: killed; its uid lease is s.lease
 	}
 	if s.st != nil && s.st.release != nil {
 		// A warm slot's stage: its quota's unmount and its removal, and the uid lease
@@ -183,11 +183,9 @@ func (s *supervision) prepare(ctx context.Context) error {
 	if d.testOnlyInvokingUser {
 		limits.owner, limits.disk = nil, 0
 	}
-	if (limits.owner != nil || warmK8sTarget(s.target)) && d.Warm != nil {
+	if limits.owner != nil && d.Warm != nil {
 		// A warm slot runs as the uid it leased: the dispatch adopts it, so its stage is
-		// handed to the uid the slot runs as. A Kubernetes slot is claimed by a root agora or
-		// not: a root one's slot pods run as leased uids (warmk8s.go), the others' as their
-		// slot id's own uid.
+		// handed to the uid the slot runs as.
 		if s.warm = d.Warm.claim(r.Target, r.ID); s.warm != nil && s.warm.lease != nil {
 			s.lease = s.warm.lease
 			limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}

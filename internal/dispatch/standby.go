@@ -82,7 +82,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		return nil, err
 	}
 	p, ok := d.LocalProvider.(compute.WarmProvider)
-	if !warmDockerTarget(t) && !warmK8sTarget(t) && (!ok || !warmTarget(t)) {
+	if !warmDockerTarget(t) && (!ok || !warmTarget(t)) {
 		err := fmt.Errorf("target %q keeps no warm slots on this host", target)
 		say("failed %v", err)
 		return nil, err
@@ -94,9 +94,7 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 	}
 	w := &WarmPools{d: d, provider: p, standby: true, tmpl: map[string]compute.Spec{target: tmpl}, extra: map[string]*warmMisses{}, warmers: map[string]compute.Warmer{}}
 	var slot *warmSlot
-	if warmK8sTarget(t) {
-		slot, err = w.standbyK8s(ctx, target, t)
-	} else if warmDockerTarget(t) {
+	if warmDockerTarget(t) {
 		var stop func()
 		slot, stop, err = w.standbyDocker(ctx, target, t)
 		if stop != nil {
@@ -113,9 +111,8 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 	defer w.teardowns.Wait() // the claimed slot's, after the end is reported
 	defer w.discardHeld()
 	d.Warm = w // this process's one slot: the claimed dispatch's prepare takes it
-	// The shape the holder claims by is the stored template's (WarmShape), for a docker or
-	// kubernetes slot too, whose own key (its warmer's Shape, kubernetes.SlotShape) is what its
-	// dispatch's spec is checked against.
+	// The shape the holder claims by is the stored template's (WarmShape), for a docker slot
+	// too, whose own key (its warmer's Shape) is what its dispatch's spec is checked against.
 	say("ready %s", tmpl.ID)
 
 	// The claim, or the holder's end (EOF, an error), or the slot's death, or ctx.
@@ -136,10 +133,6 @@ func (d *Dispatcher) Standby(ctx context.Context, target string, conn io.ReadWri
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-slot.ended():
-			// A kubernetes slot's pod stopped waiting (deleted, ended, changed): the holder
-			// counts this standby gone at once and starts another.
-			return nil, errors.New("standby: the slot's pod stopped waiting before a claim")
 		case <-tick.C:
 			if !slot.Alive() {
 				return nil, errors.New("standby: the slot's sandbox ended before a claim")

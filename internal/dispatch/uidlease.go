@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 	"github.com/agora-dev/agora/internal/config"
 )
 
@@ -107,9 +107,9 @@ func claimUID(stateDir string, f *os.File, id string) (bool, error) {
 		// Only then: reading every process's status costs milliseconds per lease.
 		if strings.HasPrefix(prev, warmLeasePrefix) {
 			uid := filepath.Base(f.Name())
-			pids, err := local.UIDProcesses(uid)
-			if err == nil && local.EndOrphanedSandboxes(uid, pids) {
-				pids, err = local.UIDProcesses(uid)
+			pids, err := host.UIDProcesses(uid)
+			if err == nil && host.EndOrphanedSandboxes(uid, pids) {
+				pids, err = host.UIDProcesses(uid)
 			}
 			if err != nil || len(pids) > 0 {
 				return false, err
@@ -141,7 +141,7 @@ func (l *uidLease) transfer(id string) error {
 }
 
 // leasedUIDIdle ends every orphaned sandbox running as the uid dispatch id leased (its lease
-// file names it; local.EndOrphanedSandboxes), then returns an error naming the processes of this
+// file names it; host.EndOrphanedSandboxes), then returns an error naming the processes of this
 // host that still run as it, and nil when none do or it leased none. Only a dispatch whose
 // supervisor is gone is asked (release): none of its sandbox's processes may run then, so
 // the uid must not go back while one does. A zombie runs nothing and is not
@@ -170,12 +170,12 @@ func leasedUIDIdle(stateDir, id string) error {
 	if uid == "" {
 		return nil
 	}
-	pids, err := local.UIDProcesses(uid)
+	pids, err := host.UIDProcesses(uid)
 	if err != nil {
 		return err
 	}
-	if local.EndOrphanedSandboxes(uid, pids) {
-		if pids, err = local.UIDProcesses(uid); err != nil {
+	if host.EndOrphanedSandboxes(uid, pids) {
+		if pids, err = host.UIDProcesses(uid); err != nil {
 			return err
 		}
 	}

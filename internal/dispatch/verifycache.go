@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // verifyCachePath is where a target's verify_cache is bound, read-only, in its verify
@@ -98,7 +98,7 @@ func sameDirOnPath(dir, top string) bool {
 
 // mountBelow returns a mount point strictly below dir in this process's mount table, or "".
 func mountBelow(dir string) (string, error) {
-	mps, err := local.MountsUnder(dir)
+	mps, err := host.MountsUnder(dir)
 	if err != nil {
 		return "", fmt.Errorf("read the mount table: %w", err)
 	}

@@ -13,11 +13,9 @@ import (
 	"sync"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/lifecycle"
-	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -64,14 +62,11 @@ type WarmPools struct {
 // warmMisses counts claimed slots whose dispatch did not fit: it started cold.
 type warmMisses struct{ n uint64 }
 
-// warmSlot is one held sandbox and the uid lease it runs as: a slot its target's warmer
-// filled (slot, run by warmer: bubblewrap, docker) or a Kubernetes slot (pod and gw; no lease:
-// the pod runs as the slot's own uid: warmk8s.go).
+// warmSlot is one held sandbox its target's warmer filled (slot, run by warmer: bubblewrap,
+// docker) and the uid lease it runs as.
 type warmSlot struct {
 	slot   compute.WarmSlot
 	warmer compute.Warmer
-	pod    *kubernetes.Slot
-	gw     *netgw.Slot
 	lease  *uidLease
 	key    string
 	// quota is the disk quota a bubblewrap slot's stage was made with (a slot staged ahead).
@@ -81,37 +76,12 @@ type warmSlot struct {
 func (w *warmSlot) Shape() string { return w.key }
 
 // Alive says whether the held sandbox still waits (the pool counts and hands out live ones).
-func (w *warmSlot) Alive() bool {
-	if w.pod != nil {
-		return w.pod.Alive()
-	}
-	return w.slot.Alive()
-}
-
-// ended is closed when the slot's sandbox is known to have stopped waiting: a kubernetes
-// slot's pod, as its watch sees it; nil (never) for the other slots, whose Alive is polled.
-func (w *warmSlot) ended() <-chan struct{} {
-	if w.pod != nil {
-		return w.pod.Gone()
-	}
-	return nil
-}
+func (w *warmSlot) Alive() bool { return w.slot.Alive() }
 
 // Discard implements warm.Slot: a slot never claimed is killed and its uid given back.
 func (w *warmSlot) Discard() {
-	w.kill()
-	w.lease.release()
-}
-
-// kill ends the slot's sandbox; a kubernetes slot's token is revoked first, so its worker can
-// claim nothing meanwhile.
-func (w *warmSlot) kill() {
-	if w.pod != nil {
-		w.gw.Close()
-		w.pod.Discard()
-		return
-	}
 	w.slot.Discard()
+	w.lease.release()
 }
 
 func (w *WarmPools) slotOptions(target string) compute.WarmOptions {
@@ -131,20 +101,14 @@ func (d *Dispatcher) StartWarm(ctx context.Context) (*WarmPools, error) {
 			return nil, err
 		}
 	}
-	any, docker, k8s := false, false, false
+	any, docker, pool := false, false, false
 	for _, t := range d.Config.Targets {
 		any = any || (p != nil && warmTarget(t))
 		docker = docker || warmDockerTarget(t)
-		k8s = k8s || warmK8sTarget(t)
+		pool = pool || warmPoolTarget(t)
 	}
-	if !any && !docker && !k8s {
+	if !any && !docker && !pool {
 		return nil, nil
-	}
-	if k8s {
-		// What a killed holder left: its gateway slots revoked, their unclaimed Jobs deleted.
-		if err := d.sweepK8sSlots(ctx); err != nil {
-			return nil, err
-		}
 	}
 	w := &WarmPools{d: d, provider: p, pools: map[string]*warm.Pool{}, tmpl: map[string]compute.Spec{}, extra: map[string]*warmMisses{}, warmers: map[string]compute.Warmer{}, ctx: context.WithoutCancel(ctx)}
 	w.keeper = d.KeepPools(ctx)
@@ -202,31 +166,19 @@ func (d *Dispatcher) SweepWarm(ctx context.Context) error {
 	if err := d.sweepDocker(ctx); err != nil {
 		d.log().Warn("docker warm slots: sweep what killed holders left", "err", err)
 	}
-	// Kubernetes slots of killed holders (a resident process, a standby supervisor): their
-	// gateway slots revoked, their unclaimed Jobs deleted. A cluster that does not answer is
-	// warned about (sweepK8sSlots), never stops the local slots.
-	if d.Config != nil {
-		for _, t := range d.Config.Targets {
-			if warmK8sTarget(t) {
-				if err := d.sweepK8sSlots(ctx); err != nil {
-					d.log().Warn("kubernetes warm slots: sweep what killed holders left", "err", err)
-				}
-				break
-			}
-		}
-	}
 	return nil
 }
 
 // WarmTargets lists the targets of this home whose warm slots a process of this host can
-// hold: sandboxed, warm: N > 0, local (bubblewrap slots) or docker (slot containers).
+// hold: sandboxed, warm: N > 0, local (bubblewrap slots) or docker (slot containers), and the
+// kubernetes targets whose pools this process keeps (the leader's: leads).
 func (d *Dispatcher) WarmTargets() map[string]int {
 	out := map[string]int{}
 	if d.Config == nil {
 		return out
 	}
 	for name, t := range d.Config.Targets {
-		if warmTarget(t) || warmDockerTarget(t) || warmK8sTarget(t) && d.leads() {
+		if warmTarget(t) || warmDockerTarget(t) || warmPoolTarget(t) && d.leads() {
 			out[name] = t.Warm
 		}
 	}
@@ -270,7 +222,7 @@ func (w *WarmPools) Counts() []warm.Counts {
 	defer w.mu.Unlock()
 	var out []warm.Counts
 	for name, t := range w.d.Config.Targets {
-		if !warmTarget(t) && !warmDockerTarget(t) && !warmK8sTarget(t) || warmPoolTarget(t) {
+		if !warmTarget(t) && !warmDockerTarget(t) {
 			continue
 		}
 		c := warm.Counts{Target: name, Want: t.Warm}
@@ -353,23 +305,19 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 	wm := w.warmers[target]
 	w.mu.Unlock()
 	docker := warmDockerTarget(t) && wm != nil
-	k8s := warmK8sTarget(t) && !w.standby
-	if !(docker || k8s || warmTarget(t) || (w.standby && warmK8sTarget(t))) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
+	if !(docker || warmTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
 	if w.standby {
 		// A standby's dispatch that did not fit its slot: the target's shape changed, which
-		// the holder learns from the file (a docker or kubernetes standby's too: it holds one
-		// slot, no pool).
+		// the holder learns from the file (a docker standby's too: it holds one slot, no
+		// pool).
 		w.d.saveTemplate(target, t, spec)
 		return
 	}
 	tmpl := templateOf(w.d.StateDir, target, spec) // the pool's key: the shape without the uid
 	if docker {
 		tmpl.ID = wm.Shape(tmpl)
-	}
-	if k8s {
-		tmpl.ID = kubernetes.SlotShape(tmpl)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -383,9 +331,6 @@ func (w *WarmPools) learn(target string, t config.Target, spec compute.Spec) {
 		w.pools[target] = warm.New(w.ctx, target, t.Warm, func(ctx context.Context) (warm.Slot, error) {
 			if docker {
 				return w.fillLeased(ctx, target, t, wm)
-			}
-			if k8s {
-				return w.fillK8s(ctx, target, t)
 			}
 			return w.fill(ctx, target, t)
 		})
@@ -502,14 +447,6 @@ func (w *warmSlot) takeStage(l stageLimits) *prestaged {
 func (s *supervision) startWarm(ctx context.Context) (h compute.Handle, started *Record, warmed bool, err error) {
 	w := s.warm
 	s.warm = nil
-	if w.pod != nil {
-		if err := s.recordBinaries(ctx); err != nil {
-			w.kill()
-			return nil, nil, false, err
-		}
-		h, warmed = s.startK8sWarm(ctx, w)
-		return h, nil, warmed, nil
-	}
 	if _, ok := s.provider.(compute.WarmProvider); !ok || w.warmer == nil {
 		w.slot.Discard()
 		return nil, nil, false, nil

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,11 +52,10 @@ func TestK8sHome_UnreadableKeyFailsClosed(t *testing.T) {
 			if msg := err.Error(); !strings.Contains(msg, filepath.Join(dir, home.AuditPubFile)) || !strings.Contains(msg, "cannot be read") {
 				t.Errorf("the error does not name the unreadable file: %v", err)
 			}
-			if _, err := d.k8sHome(); err == nil {
-				t.Error("k8sHome: no error")
-			}
-			if opts, err := d.poolOptions(config.Target{Warm: 1}, compute.Spec{}); err == nil || !strings.Contains(err.Error(), "audit.pub") {
-				t.Errorf("the pool options of a home without its identity: %+v, %v; want the key's error", opts, err)
+			d.Config = &config.Config{Targets: map[string]config.Target{"pool": {Provider: config.ProviderKubernetes, Warm: 1}}}
+			d.RemoteProviders = func(context.Context, string, config.Target) (compute.Provider, error) { return poolOnly{}, nil }
+			if pw, err := d.poolWarmer(t.Context(), "pool", d.Config.Targets["pool"]); err == nil || !strings.Contains(err.Error(), "audit.pub") {
+				t.Errorf("the pool warmer of a home without its identity: %v, %v; want the key's error", pw, err)
 			}
 		})
 	}
@@ -69,4 +70,12 @@ func TestK8sHome_UnreadableKeyFailsClosed(t *testing.T) {
 	if ids, err := d.k8sHomes(); err != nil || ids.current != hostPathK8sHome("host-a", dir, nil) {
 		t.Errorf("a home without audit.pub: %+v, %v; want the host+path identity", ids, err)
 	}
+}
+
+// poolOnly is a provider that keeps pools and is never reached: the home's identity is asked
+// for first.
+type poolOnly struct{ compute.Provider }
+
+func (poolOnly) PoolWarmer(compute.PoolOptions) (compute.PoolWarmer, error) {
+	return nil, errors.New("a pool warmer was made without the home's identity")
 }

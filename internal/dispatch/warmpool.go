@@ -4,22 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
-	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
-	"github.com/agora-dev/agora/internal/netgw"
 )
 
-// Pool slots (`warm_pool: true` on a `backend: agent-sandbox` target with `warm: N`):
-// the target's N warm pods are agent-sandbox's own SandboxWarmPool (kubernetes/pool.go), not
-// agora's slot Jobs. Nothing of agora's process holds a pod: the controller keeps them, the
+// Pool slots (`warm: N` on a kubernetes target, `backend: agent-sandbox`; config implies
+// `warm_pool: true`): the target's N warm pods are agent-sandbox's own SandboxWarmPool
+// (kubernetes/pool.go). Nothing of agora's process holds a pod: the controller keeps them, the
 // gateway that serves AGORA_HOME/gateway/slots enrols each with its projected token and holds
 // its slot. So the roles split:
 //
@@ -43,9 +42,10 @@ import (
 // worker exited (a gateway restart refused its slot) is replaced within it.
 var poolKeepEvery = 15 * time.Second
 
-// warmPoolTarget says whether target keeps its warm pods in a SandboxWarmPool.
+// warmPoolTarget says whether target keeps its warm pods in a SandboxWarmPool: a kubernetes
+// target's warm: N, which config allows on `backend: agent-sandbox` alone.
 func warmPoolTarget(t config.Target) bool {
-	return warmK8sTarget(t) && t.WarmPool && t.Backend == config.BackendAgentSandbox
+	return t.Warm > 0 && t.Provider == config.ProviderKubernetes && t.WarmPool && t.Backend == config.BackendAgentSandbox
 }
 
 // WarmPool says whether target keeps its warm pods in agent-sandbox's SandboxWarmPool: no
@@ -58,13 +58,21 @@ func (d *Dispatcher) WarmPool(target string) bool {
 	return ok && warmPoolTarget(t)
 }
 
-// poolOptions are the pool options of target for spec (a template or a dispatch's spec).
-func (d *Dispatcher) poolOptions(t config.Target, spec compute.Spec) (kubernetes.PoolOptions, error) {
-	home, err := d.k8sHome()
+// poolWarmer is target's pool warmer under this home's identities (k8sHomes).
+func (d *Dispatcher) poolWarmer(ctx context.Context, target string, t config.Target) (compute.PoolWarmer, error) {
+	p, err := d.providerFor(ctx, target)
 	if err != nil {
-		return kubernetes.PoolOptions{}, fmt.Errorf("kubernetes warm pool: %w", err)
+		return nil, err
 	}
-	return kubernetes.PoolOptions{Home: home, Replicas: int32(t.Warm), Places: k8sPlaces(spec)}, nil
+	pp, ok := p.(compute.PoolProvider)
+	if !ok {
+		return nil, fmt.Errorf("target %q: its provider keeps no warm pool", target)
+	}
+	ids, err := d.k8sHomes()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes warm pool: %w", err)
+	}
+	return pp.PoolWarmer(compute.PoolOptions{Home: ids.current, Former: ids.former, Replicas: t.Warm})
 }
 
 // startPool runs s's spec in a pod of its target's pool. started false: no pool of its shape,
@@ -79,30 +87,13 @@ func (s *supervision) startPool(ctx context.Context) (compute.Handle, bool) {
 		d.log().Warn("kubernetes warm pool: "+msg+"; starting cold", "dispatch", s.r.ID, "target", s.r.Target, "err", err)
 		return nil, false
 	}
-	if s.spec.RunAs != nil {
-		return cold("the dispatch runs as a leased uid (a root agora), and a pool's pods share one", nil)
-	}
-	p, err := d.k8sProvider(ctx, s.r.Target)
+	pw, err := d.poolWarmer(ctx, s.r.Target, s.target)
 	if err != nil {
-		return cold("no provider", err)
+		return cold("no pool warmer", err)
 	}
-	opts, err := d.poolOptions(s.target, s.spec)
+	h, err := pw.Claim(ctx, s.spec)
 	if err != nil {
-		return cold("this home's identity is unknown", err)
-	}
-	pl, err := p.OpenPool(ctx, s.spec, opts)
-	if errors.Is(err, kubernetes.ErrNoPool) {
-		return cold("no pool of the dispatch's shape yet (its holder makes one from a cold dispatch)", nil)
-	}
-	if err != nil {
-		return cold("the pool is not as agora made it", err)
-	}
-	if n, err := pl.Ready(ctx); err != nil || n == 0 {
-		return cold("no pod of the pool is ready", err)
-	}
-	h, err := pl.Claim(ctx, s.spec, d.k8sSlots().BindPod)
-	if err != nil {
-		return cold("the claim was refused", err)
+		return cold("no warm start", err)
 	}
 	if d.Warm != nil {
 		d.Warm.poolClaimed(s.r.Target)
@@ -120,10 +111,10 @@ type PoolKeeper struct {
 	done chan struct{}
 
 	mu      sync.Mutex
-	pools   map[string]*kubernetes.Pool // guarded by mu: by target, as last made
-	ready   map[string]int              // guarded by mu
-	claimed map[string]uint64           // guarded by mu: claims of this process
-	failed  map[string]uint64           // guarded by mu: keeps that failed
+	warmers map[string]compute.PoolWarmer // guarded by mu: by target, once kept
+	ready   map[string]int                // guarded by mu
+	claimed map[string]uint64             // guarded by mu: claims of this process
+	failed  map[string]uint64             // guarded by mu: keeps that failed
 }
 
 // KeepPools starts the keeper of d's `warm_pool` targets; nil when it has none. A root agora
@@ -147,7 +138,7 @@ func (d *Dispatcher) KeepPools(ctx context.Context) *PoolKeeper {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &PoolKeeper{d: d, kick: make(chan struct{}, 1), stop: cancel, done: make(chan struct{}),
-		pools: map[string]*kubernetes.Pool{}, ready: map[string]int{}, claimed: map[string]uint64{}, failed: map[string]uint64{}}
+		warmers: map[string]compute.PoolWarmer{}, ready: map[string]int{}, claimed: map[string]uint64{}, failed: map[string]uint64{}}
 	go k.loop(ctx)
 	return k
 }
@@ -191,18 +182,11 @@ func (k *PoolKeeper) keep(ctx context.Context) {
 			continue // its first dispatch starts cold and teaches it
 		}
 		kept = append(kept, name)
-		pl, n, err := k.keepOne(ctx, name, t, tmpl)
+		n, err := k.keepOne(ctx, name, t, tmpl)
 		k.mu.Lock()
 		if err != nil {
 			k.failed[name]++
 			d.log().Warn("kubernetes warm pool: keep the target's pool", "target", name, "err", err)
-		}
-		if pl != nil {
-			if old := k.pools[name]; old != nil && old.Name != pl.Name {
-				// The target's shape changed: the old pool's pods would never be claimed.
-				go func() { _ = old.Delete(context.WithoutCancel(ctx)) }()
-			}
-			k.pools[name] = pl
 		}
 		k.ready[name] = n
 		k.mu.Unlock()
@@ -218,65 +202,45 @@ func (k *PoolKeeper) sweep(ctx context.Context, targets []string) {
 	d := k.d
 	k.mu.Lock()
 	held := map[string]bool{}
-	for _, pl := range k.pools {
-		held[pl.Name] = true
+	for _, pw := range k.warmers {
+		if name := pw.Held(); name != "" {
+			held[name] = true
+		}
 	}
 	k.mu.Unlock()
 	for _, name := range d.onePerNamespace(targets) {
-		p, err := d.k8sProvider(ctx, name)
+		// Without the home's identity nothing is swept (a guessed one is another home's):
+		// poolWarmer refuses.
+		pw, err := d.poolWarmer(ctx, name, d.Config.Targets[name])
 		if err != nil {
-			continue // keep logged it
+			d.log().Warn("kubernetes warm pool: not sweeping what deleted pools left", "target", name, "err", err)
+			continue
 		}
-		// The former identity's too: the pools an older agora of this home left (a holder
-		// killed with -9: nothing of this agora makes, claims from or refreshes them), and the
-		// policies of those it made and deleted at its close (k8sHomes). Its claimed pods run
-		// on and are adopted (adoptPooled). The current identity's pools are never deleted
-		// here: another holder of the home may hold them. Without the home's identity nothing
-		// is swept (a guessed one is another home's); said once per sweep.
-		ids, err := d.k8sHomes()
+		gone, err := pw.Sweep(ctx, func(pool string) bool { return held[pool] })
 		if err != nil {
-			d.log().Warn("kubernetes warm pool: not sweeping the policies of deleted pools", "err", err)
-			return
+			d.log().Warn("kubernetes warm pool: sweep what deleted pools left", "target", name, "err", err)
 		}
-		for _, home := range ids.former {
-			gone, err := p.DeleteFormerPools(ctx, home)
-			if err != nil {
-				d.log().Warn("kubernetes warm pool: delete the pools an older agora of this home left", "target", name, "err", err)
-			}
-			for _, pool := range gone {
-				d.log().Info("kubernetes warm pool: deleted a pool an older agora of this home left", "target", name, "pool", pool)
-			}
-		}
-		for _, home := range append([]string{ids.current}, ids.former...) {
-			gone, err := p.SweepPools(ctx, home, func(pool string) bool { return held[pool] })
-			if err != nil {
-				d.log().Warn("kubernetes warm pool: sweep the policies of deleted pools", "target", name, "err", err)
-			}
-			for _, pool := range gone {
-				d.log().Info("kubernetes warm pool: deleted the network policy of a pool nothing stands for", "target", name, "pool", pool)
-			}
+		for _, pool := range gone {
+			d.log().Info("kubernetes warm pool: deleted what nothing stands for", "target", name, "pool", pool)
 		}
 	}
 }
 
-func (k *PoolKeeper) keepOne(ctx context.Context, name string, t config.Target, tmpl compute.Spec) (*kubernetes.Pool, int, error) {
-	p, err := k.d.k8sProvider(ctx, name)
-	if err != nil {
-		return nil, 0, err
+// keepOne keeps target's pool of tmpl through its warmer, made the first time.
+func (k *PoolKeeper) keepOne(ctx context.Context, name string, t config.Target, tmpl compute.Spec) (int, error) {
+	k.mu.Lock()
+	pw := k.warmers[name]
+	k.mu.Unlock()
+	if pw == nil {
+		var err error
+		if pw, err = k.d.poolWarmer(ctx, name, t); err != nil {
+			return 0, err
+		}
+		k.mu.Lock()
+		k.warmers[name] = pw
+		k.mu.Unlock()
 	}
-	opts, err := k.d.poolOptions(t, tmpl)
-	if err != nil {
-		return nil, 0, err
-	}
-	pl, err := p.EnsurePool(ctx, tmpl, opts)
-	if err != nil {
-		return nil, 0, err
-	}
-	if _, err := pl.Refresh(ctx); err != nil {
-		return pl, 0, err
-	}
-	n, err := pl.Ready(ctx)
-	return pl, n, err
+	return pw.Keep(ctx, tmpl)
 }
 
 // claimedOne counts a claim of this process.
@@ -313,12 +277,12 @@ func (k *PoolKeeper) Close() {
 	k.stop()
 	<-k.done
 	k.mu.Lock()
-	pools := k.pools
-	k.pools = map[string]*kubernetes.Pool{}
+	warmers := k.warmers
+	k.warmers = map[string]compute.PoolWarmer{}
 	k.mu.Unlock()
-	for name, pl := range pools {
+	for name, pw := range warmers {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := pl.Delete(ctx); err != nil {
+		if err := pw.Close(ctx); err != nil {
 			k.d.log().Warn("kubernetes warm pool: delete the target's pool", "target", name, "err", err)
 		}
 		cancel()
@@ -342,12 +306,21 @@ func (d *Dispatcher) onePerNamespace(targets []string) []string {
 	return out
 }
 
+// podEnrolment is a pool warmer whose pods enrol at the gateway with a token the cluster
+// verifies (kubernetes.Warmer).
+type podEnrolment interface {
+	// Sums are the pools the warmer makes of tmpl, by name, with their pods' spec digest.
+	Sums(ctx context.Context, tmpl compute.Spec) (map[string]string, error)
+	// Verifier verifies the tokens of the pods of the pools pools names.
+	Verifier(pools func(context.Context) (map[string]string, error)) remote.PodVerifier
+}
+
 // PoolVerifier is what the gateway serving this home verifies pool pods' projected tokens with
-// (netgw.Server.Pods): the TokenReview of each `warm_pool` target's cluster and namespace, for
-// this home's audiences alone (its current identity's and its former one's); nil when no target
-// keeps a pool (the gateway serves no enrolment). A token is accepted when one of them names a
-// live, unclaimed pod of one of this home's pools in its namespace.
-func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error) {
+// (netgw.Server.Pods): each `warm_pool` target's cluster and namespace's, for this home's
+// audiences alone (its current identity's and its former one's); nil when no target keeps a
+// pool (the gateway serves no enrolment). A token is accepted when one of them names a live,
+// unclaimed pod of one of this home's pools in its namespace.
+func (d *Dispatcher) PoolVerifier(ctx context.Context) (remote.PodVerifier, error) {
 	if d.Config == nil {
 		return nil, nil
 	}
@@ -359,17 +332,15 @@ func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error
 		}
 	}
 	for _, name := range d.onePerNamespace(pools) {
-		p, err := d.k8sProvider(ctx, name)
+		pw, err := d.poolWarmer(ctx, name, d.Config.Targets[name])
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)
 		}
-		// The former identity's audience too: a pod of a pool an older agora of this home made
-		// enrols with it (k8sHomes), and its pod and pool must carry that identity.
-		ids, err := d.k8sHomes()
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes warm pool of target %q: %w", name, err)
+		e, ok := pw.(podEnrolment)
+		if !ok {
+			return nil, fmt.Errorf("kubernetes warm pool of target %q: its pods enrol nowhere", name)
 		}
-		vs = append(vs, kubernetes.PoolVerifier{P: p, Home: ids.current, Former: ids.former, Pools: d.knownPools(pools, ids)})
+		vs = append(vs, e.Verifier(d.knownPools(pools)))
 	}
 	if len(vs) == 0 {
 		return nil, nil
@@ -377,11 +348,11 @@ func (d *Dispatcher) PoolVerifier(ctx context.Context) (netgw.PodVerifier, error
 	return vs, nil
 }
 
-// knownPools is what the gateway holds an enrolling pod's pool to (PoolVerifier.Pools): the
-// pools the keeper makes, and an older agora of the home made, from each pool target's
-// template (its last cold dispatch's), read afresh at each enrolment: a target whose template
-// changed has a pool of another name. A target with no template yet has no pool.
-func (d *Dispatcher) knownPools(targets []string, ids k8sHomeIDs) func(context.Context) (map[string]string, error) {
+// knownPools is what the gateway holds an enrolling pod's pool to (kubernetes.PoolVerifier's
+// Pools): the pools the keeper makes, and an older agora of the home made, from each pool
+// target's template (its last cold dispatch's), read afresh at each enrolment: a target whose
+// template changed has a pool of another name. A target with no template yet has no pool.
+func (d *Dispatcher) knownPools(targets []string) func(context.Context) (map[string]string, error) {
 	return func(ctx context.Context) (map[string]string, error) {
 		out := map[string]string{}
 		for _, name := range targets {
@@ -389,22 +360,19 @@ func (d *Dispatcher) knownPools(targets []string, ids k8sHomeIDs) func(context.C
 			if err != nil {
 				continue // no template: no pool of this target's
 			}
-			p, err := d.k8sProvider(ctx, name)
+			pw, err := d.poolWarmer(ctx, name, d.Config.Targets[name])
 			if err != nil {
 				return nil, fmt.Errorf("target %q: %w", name, err)
 			}
-			opts, err := d.poolOptions(d.Config.Targets[name], tmpl)
+			e, ok := pw.(podEnrolment)
+			if !ok {
+				continue
+			}
+			sums, err := e.Sums(ctx, tmpl)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("target %q: %w", name, err)
 			}
-			for _, home := range append([]string{ids.current}, ids.former...) {
-				opts.Home = home
-				pool, sum, err := p.PoolSum(ctx, tmpl, opts)
-				if err != nil {
-					return nil, fmt.Errorf("target %q: %w", name, err)
-				}
-				out[pool] = sum
-			}
+			maps.Copy(out, sums)
 		}
 		return out, nil
 	}
@@ -412,7 +380,7 @@ func (d *Dispatcher) knownPools(targets []string, ids k8sHomeIDs) func(context.C
 
 // poolVerifiers accept a token one of them accepts (one per cluster and namespace: each
 // TokenReview is for this home's audiences, and each names the pod in its own namespace).
-type poolVerifiers []kubernetes.PoolVerifier
+type poolVerifiers []remote.PodVerifier
 
 func (vs poolVerifiers) VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error) {
 	var errs []error
@@ -421,7 +389,7 @@ func (vs poolVerifiers) VerifyPod(ctx context.Context, token string) (remote.Pod
 		if err == nil {
 			return id, nil
 		}
-		errs = append(errs, err) // never the token (PoolVerifier's errors do not carry it)
+		errs = append(errs, err) // never the token (the verifiers' errors do not carry it)
 	}
 	if len(errs) == 0 {
 		return remote.PodIdentity{}, errors.New("no warm pool target verifies pool pods") // never accept by default
@@ -430,23 +398,13 @@ func (vs poolVerifiers) VerifyPod(ctx context.Context, token string) (remote.Pod
 }
 
 // adoptPooled is adoptSandbox for a dispatch that ran in a pod of its target's warm pool
-// (startPool): no Job or Sandbox is named for it, so the pool of its shape, this home's under
-// its current identity or, when the dispatch's claim names it, under a former one (a dispatch
-// claimed before an upgrade: k8sHomes), its policy as agora made it, finds the pod through the
-// claim (kubernetes.Provider.AdoptPooled). nil, nil when there is no such pool's policy any
-// more or the dispatch never reached a pod of it: it ends lost.
+// (startPool): no Job or Sandbox is named for it, so its target's pool warmer finds the pod
+// through the claim (compute.PoolWarmer.Adopt). nil, nil when there is no such pool's policy
+// any more or the dispatch never reached a pod of it: it ends lost.
 func (s *supervision) adoptPooled(ctx context.Context) (compute.Handle, error) {
-	p, err := s.d.k8sProvider(ctx, s.r.Target)
+	pw, err := s.d.poolWarmer(ctx, s.r.Target, s.target)
 	if err != nil {
 		return nil, err
 	}
-	opts, err := s.d.poolOptions(s.target, s.spec)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := s.d.k8sHomes()
-	if err != nil {
-		return nil, err
-	}
-	return p.AdoptPooled(ctx, s.spec, opts, ids.former)
+	return pw.Adopt(ctx, s.spec)
 }

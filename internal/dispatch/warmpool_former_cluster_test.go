@@ -61,11 +61,7 @@ func TestWarmPool_FormerIdentityPoolsAdoptedAndSwept(t *testing.T) {
 	tmpl := k8sHomeSpec(t, "TEMPLATE")
 	pools := map[string]*kubernetes.Pool{}
 	for what, home := range map[string]string{"former": ids.former[0], "current": ids.current, "other": oids.current, "other former": oids.former[0]} {
-		o, err := d.poolOptions(formerPoolTarget, tmpl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.Home, o.Replicas = home, 0
+		o := kubernetes.PoolOptions{Home: home, Places: kubernetes.Places(tmpl)}
 		pl, err := p.EnsurePool(ctx, tmpl, o)
 		if err != nil {
 			t.Fatalf("make the %s pool: %v", what, err)
@@ -80,7 +76,11 @@ func TestWarmPool_FormerIdentityPoolsAdoptedAndSwept(t *testing.T) {
 		t.Fatal(err)
 	}
 	vs, ok := v.(poolVerifiers)
-	if !ok || len(vs) != 1 || vs[0].Home != ids.current || !slices.Equal(vs[0].Former, ids.former) {
+	var pv kubernetes.PoolVerifier
+	if ok && len(vs) == 1 {
+		pv, _ = vs[0].(kubernetes.PoolVerifier)
+	}
+	if !ok || len(vs) != 1 || pv.Home != ids.current || !slices.Equal(pv.Former, ids.former) {
 		t.Errorf("PoolVerifier = %#v; want one verifier of home %s, former %v", v, ids.current, ids.former)
 	}
 
@@ -107,7 +107,7 @@ func TestWarmPool_FormerIdentityPoolsAdoptedAndSwept(t *testing.T) {
 	}
 
 	// The keeper's sweep, holding nothing.
-	k := &PoolKeeper{d: d, pools: map[string]*kubernetes.Pool{}}
+	k := &PoolKeeper{d: d, warmers: map[string]compute.PoolWarmer{}}
 	k.sweep(ctx, []string{"pool"})
 	stands := func(pl *kubernetes.Pool) bool {
 		t.Helper()

@@ -62,10 +62,10 @@ var claimFiles = []string{wire.SystemTrustFile}
 
 // saveTemplate writes spec, a cold dispatch's, as target's template for standby supervisors,
 // when target keeps warm slots and this process could hold one (root; any user for a
-// kubernetes target, whose slots are pods). Unchanged templates
+// kubernetes target, whose pool's pods are the controller's). Unchanged templates
 // are not rewritten: a target's dispatches mostly share one shape.
 func (d *Dispatcher) saveTemplate(target string, t config.Target, spec compute.Spec) {
-	if !(warmTarget(t) || warmDockerTarget(t) || warmK8sTarget(t)) || (os.Geteuid() != 0 && !warmK8sTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
+	if !(warmTarget(t) || warmDockerTarget(t) || warmPoolTarget(t)) || (os.Geteuid() != 0 && !warmPoolTarget(t)) || spec.Sandbox == compute.SandboxNone || holdsToken(spec.Env) {
 		return
 	}
 	if err := writeTemplate(d.StateDir, target, spec); err != nil {

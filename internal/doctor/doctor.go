@@ -238,10 +238,10 @@ func (r *run) warm(o Options) {
 			fix += "; for docker targets (" + strings.Join(docker, ", ") + ") see docs/providers.md#warm-slots-docker-and-podman"
 		}
 		if pods := providerWarm(o.Config, names, config.ProviderKubernetes); len(pods) > 0 {
-			// serve holds a kubernetes target's slots as standby supervisors, a slot Job each,
-			// as any user; their pods claim over the network gateway of this home, so
-			// that is part of the fix.
-			fix += "; for kubernetes targets (" + strings.Join(pods, ", ") + ") orch serve and mcp serve hold the slot pods as any user," +
+			// serve keeps a kubernetes target's pool (agent-sandbox's SandboxWarmPool) as any
+			// user; its pods enrol and claim over the network gateway of this home, so that is
+			// part of the fix.
+			fix += "; for kubernetes targets (" + strings.Join(pods, ", ") + ") orch serve and mcp serve keep their SandboxWarmPool as any user," +
 				" and the network gateway of this home must run (agora gateway serve, or orch serve --gateway): see docs/providers-k8s.md#warm-n-on-a-kubernetes-target-30"
 		}
 		r.missing("warm-slots", detail, fix, false)

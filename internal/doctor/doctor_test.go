@@ -407,18 +407,17 @@ func TestWarmSlots_DockerHeldByServe(t *testing.T) {
 	}
 }
 
-// A kubernetes target's warm slots are held by serve's standby supervisors (the
-// line said serve did not hold them before: the issue changes that output): doctor names
-// serve and the gateway the pods claim through, and points at the kubernetes section.
+// A kubernetes target's warm pods are a pool serve keeps: doctor names serve and the gateway
+// the pods claim through, and points at the kubernetes section.
 func TestWarmSlots_KubernetesHeldByServe(t *testing.T) {
 	cfg := config.Default("/h")
 	tg := cfg.Targets["local"]
-	tg.Provider, tg.Warm = config.ProviderKubernetes, 2
+	tg.Provider, tg.Warm, tg.Backend, tg.WarmPool = config.ProviderKubernetes, 2, config.BackendAgentSandbox, true
 	cfg.Targets["pods"] = tg
 	r := Run(t.Context(), healthyRoot(nil), Options{Config: cfg})
 	c := check(t, r, "warm-slots")
 	if c.Status != StatusMissing || !strings.Contains(c.Detail, "pods (warm: 2)") ||
-		!strings.Contains(c.Fix, "for kubernetes targets (pods) orch serve and mcp serve hold the slot pods") ||
+		!strings.Contains(c.Fix, "for kubernetes targets (pods) orch serve and mcp serve keep their SandboxWarmPool") ||
 		!strings.Contains(c.Fix, "agora gateway serve") || strings.Contains(c.Fix, "does not hold kubernetes") ||
 		!strings.Contains(c.Fix, "providers-k8s.md#warm-n-on-a-kubernetes-target-30") {
 		t.Errorf("warm-slots = %+v, want missing, serve and the gateway as the fix, the kubernetes section named", c)

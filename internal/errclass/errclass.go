@@ -11,7 +11,7 @@ import (
 )
 
 // Class is what kind of failure an error is. The CLI maps each to one exit code
-// (internal/cli/exitcode.go, the table in README.md).
+// (internal/cli/cmdutil/exitcode.go, the table in README.md).
 type Class int
 
 const (

@@ -20,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // agoraBin is the real agora binary, built once: the tests talk to it as a client would.
@@ -287,7 +287,7 @@ func unmountedAtCleanup(t testing.TB, dir string) {
 		var left []string
 		ok := agoratest.Poll(time.Minute, func() bool {
 			var err error
-			left, err = local.MountsUnder(dir)
+			left, err = host.MountsUnder(dir)
 			return err == nil && len(left) == 0
 		})
 		if !ok {

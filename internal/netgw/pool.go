@@ -30,12 +30,8 @@ import (
 // by the same pod's agent after its claim) finds it and is refused, whatever became of the
 // slot. Which pod a token is for is the [PodVerifier]'s word (the apiserver's TokenReview).
 
-// PodVerifier verifies a pool pod's projected token: the apiserver authenticated it for the
-// gateway's audience, it is bound to a pod that still exists with that uid, and that pod is a
-// live, unclaimed pod of agora's pool. Its errors must not carry the token.
-type PodVerifier interface {
-	VerifyPod(ctx context.Context, token string) (remote.PodIdentity, error)
-}
+// PodVerifier verifies a pool pod's projected token ([remote.PodVerifier]).
+type PodVerifier = remote.PodVerifier
 
 // Enrolment limits.
 const (

@@ -10,7 +10,7 @@ import (
 
 // TestParseBundleBytes_KeepsNoByteOfItsInput: the parsed bundle holds copies of what it read,
 // none of its input, on the scanner's path and on the strict reading's: agora verify lets the
-// file's bytes go once the bundle parsed (cli/verify.go), and whatever changes them after the
+// file's bytes go once the bundle parsed (cli/verify/verify.go), and whatever changes them after the
 // parse changes nothing checked. The input is overwritten after the parse; the bundle and its
 // report must be what a pristine copy gives.
 func TestParseBundleBytes_KeepsNoByteOfItsInput(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -112,9 +111,6 @@ type restCluster struct {
 	params                                     runtime.ParameterCodec
 	http                                       *http.Client
 }
-
-// closeIdle drops the pooled connections to the apiserver (see [Provider.closeIdle]).
-func (c *restCluster) closeIdle() { utilnet.CloseIdleConnectionsFor(c.http.Transport) }
 
 // newRESTCluster builds the provider's client for cfg. It does not contact the cluster.
 func newRESTCluster(cfg *rest.Config) (*restCluster, error) {

@@ -85,17 +85,6 @@ func (p *Provider) followFrom(ctx context.Context, s compute.Spec, name string, 
 	return p.followHandle(ctx, h)
 }
 
-// followSlot is follow for a warm slot's Job whose claim checked pod podUID (the one whose
-// worker took the dispatch's grant): only that pod's end is the dispatch's. Another pod of the
-// Job (the claimed one deleted, the Job given a backoffLimit, and the controller making
-// another from the slot's template) never ran the dispatch: its end, a code 0 among them, must
-// not be read as the dispatch's.
-func (p *Provider) followSlot(ctx context.Context, s compute.Spec, name string, uid types.UID, sess *remote.Session, secretUID types.UID, start time.Time, podUID types.UID) *handle {
-	h := &handle{p: p, id: s.ID, name: name, uid: uid, taskID: formatTaskID(p.ns, name), sess: sess, secretUID: secretUID,
-		stderr: s.Stderr, start: start, done: make(chan struct{}), podUID: podUID}
-	return p.followHandle(ctx, h)
-}
-
 // followHandle starts h's follower: every field is set before it runs.
 func (p *Provider) followHandle(ctx context.Context, h *handle) *handle {
 	if h.sess != nil {
@@ -310,9 +299,13 @@ func (h *handle) exitOfPod(ctx context.Context, pod *corev1.Pod) (compute.Exit, 
 // exitOf maps a terminated container to an exit: 128+n is signal n, as the runtime reports it;
 // remote.ExitGatewayUnreachable is the worker's (or its fetch step's) report that the gateway
 // did not answer across its retries. Both containers' exit status is agora's own process's
-// (the worker is the container's first process), never the agent's.
+// (the worker is the container's first process), never the agent's. The runtime reports a
+// container OOMKilled when any process of it met the memory cgroup's OOM killer, which takes
+// the largest (the agent's, as a rule), not only when the worker was: a worker that exited 0
+// ended on its own and vouches for its result, so only a worker that did not is counted
+// killed.
 func exitOf(t *corev1.ContainerStateTerminated) compute.Exit {
-	if t.Reason == "OOMKilled" {
+	if t.Reason == "OOMKilled" && t.ExitCode != 0 {
 		return compute.Exit{Code: -1, Signal: "killed"}
 	}
 	if c := t.ExitCode; c > 128 && c < 128+65 {

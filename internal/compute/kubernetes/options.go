@@ -76,6 +76,10 @@ type Options struct {
 	GatewayCA []byte
 	// Exporter registers each spec's session with the gateway. Required.
 	Exporter remote.Exporter
+	// BindPod binds a dispatch to the gateway slot a pool pod enrolled for (netgw.Slots.BindPod
+	// of the home's gateway/slots, which the gateway the pods reach serves). nil: no dispatch
+	// claims a pool pod ([Warmer.Claim] refuses; it starts cold).
+	BindPod PodBind
 	// Target is the target's name in agora.yaml, for messages.
 	Target string
 	// Backend is what each dispatch's pod is made through: [BackendJobs] ("" too), a
@@ -106,11 +110,6 @@ type Provider struct {
 	// testOnlyPodMeta, set by tests, edits the pod template's metadata (kwok's stages are
 	// chosen by labels and annotations).
 	testOnlyPodMeta func(*metav1.ObjectMeta)
-	// testOnlyWatchWait, set by tests, replaces a slot's pod watch's bounds (slotwatch.go).
-	testOnlyWatchWait time.Duration
-	// testOnlyWatching, set by tests, is called each time a slot's pod watch is open
-	// (slotwatch.go): a test acts on an open watch, not after a while.
-	testOnlyWatching func()
 	// testOnlyPoolSwept, set by tests, runs between SweepPools' delete of a pool's policy and
 	// its look again (pool_sweep.go): a holder making the pool at that moment.
 	testOnlyPoolSwept func(name string)

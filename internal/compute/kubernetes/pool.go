@@ -97,11 +97,11 @@ func PoolAudience(home string) string { return "agora-gateway." + home }
 
 // PoolOptions say what a pool is beyond its template spec.
 type PoolOptions struct {
-	// Home is the holder's home ([SlotOptions.Home]): the pool's audience and labels.
+	// Home is the holder's home's identity ([compute.PoolOptions.Home]): the pool's audience and labels.
 	Home string
 	// Replicas is the pool's size (the target's warm: N).
 	Replicas int32
-	// Places are the template's read-only places ([SlotOptions.Places]).
+	// Places are the template's read-only places ([Places]).
 	Places []remote.SlotPlace
 }
 
@@ -253,7 +253,7 @@ func (p *Provider) PoolSum(ctx context.Context, spec compute.Spec, o PoolOptions
 }
 
 // EnsurePool makes home's pool of template spec, or finds it as agora made it, and sets its
-// size to o.Replicas. spec is a learnt template (its ID and binds are ignored, as StartSlot's).
+// size to o.Replicas. spec is a learnt template (its ID and binds are ignored).
 // A pool's pods share one uid: a spec with RunAs (a root agora leases a uid per dispatch) has
 // no pool.
 func (p *Provider) EnsurePool(ctx context.Context, spec compute.Spec, o PoolOptions) (*Pool, error) {

@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,27 +65,6 @@ func (p *Provider) pullSecrets() []corev1.LocalObjectReference {
 		out[i] = corev1.LocalObjectReference{Name: n}
 	}
 	return out
-}
-
-// pullMatches reports whether pod carries the pull settings a cold pod of the target gets now:
-// a warm slot made under other ones (agora.yaml changed while it waited) is not what a cold
-// dispatch would run, so it is not claimed.
-func (p *Provider) pullMatches(pod corev1.PodSpec) bool {
-	want := p.pullSecrets()
-	if len(pod.ImagePullSecrets) != len(want) {
-		return false
-	}
-	for i := range want {
-		if pod.ImagePullSecrets[i] != want[i] {
-			return false
-		}
-	}
-	for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
-		if c.ImagePullPolicy != p.pullPolicy() {
-			return false
-		}
-	}
-	return true
 }
 
 // pullString names the target's pull settings for a message: the policy and the Secrets'

@@ -220,42 +220,6 @@ func TestPull_ClusterAgentSandboxCarriesSettings(t *testing.T) {
 	checkPull(t, "sandbox pod", dispatchPod(t, p, id).Spec, []string{"regcred"}, corev1.PullNever)
 }
 
-// A warm slot made under one pull setting is not claimed by a target that now has another
-// (agora.yaml changed while it waited): the claim is refused before any bind and the slot
-// killed, and the dispatch starts cold. The same slot under unchanged settings is claimable.
-func TestPull_ClusterSlotOfOtherSettingsRefused(t *testing.T) {
-	g := startSlotGW(t)
-	p := slotProvider(t, g)
-	sl := startSlotAs(t, p, g, nil)
-	checkPull(t, "slot pod", mustPod(t, sl).Spec, nil, corev1.PullIfNotPresent)
-	if err := sl.Check(t.Context()); err != nil {
-		t.Fatalf("an unchanged slot fails its check: %v", err)
-	}
-	o := p.opts
-	o.PullSecrets = []string{"regcred"}
-	now, err := newProvider(o, p.client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now.testOnlyPodMeta = p.testOnlyPodMeta
-	runRefused(t, slotUnder(sl, now), warmSpec(t, clusterID("PULLSLOT")), "other image pull settings")
-
-	o.PullSecrets, o.PullPolicy = nil, PullAlways
-	if now, err = newProvider(o, p.client); err != nil {
-		t.Fatal(err)
-	}
-	now.testOnlyPodMeta = p.testOnlyPodMeta
-	sl = startSlotAs(t, p, g, nil)
-	runRefused(t, slotUnder(sl, now), warmSpec(t, clusterID("PULLSLOT")), "imagePullPolicy Always")
-}
-
-// slotUnder is a second handle on sl's objects held by a provider of target settings p (the
-// holder's target as agora.yaml says now); sl's own watch goes on reading its provider.
-func slotUnder(sl *Slot, p *Provider) *Slot {
-	return &Slot{p: p, ID: sl.ID, name: sl.name, spec: sl.spec, job: sl.job, np: sl.np, sec: sl.sec,
-		pod: sl.pod, npSum: sl.npSum, start: sl.start, gone: make(chan struct{})}
-}
-
 // alreadyApplied: another test of the shared cluster applied the documented file first.
 func alreadyApplied(err error) bool {
 	var se *k8stest.StatusError

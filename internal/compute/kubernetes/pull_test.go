@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // The attacks on image_pull_secrets: a name that is a path or carries control characters (it
@@ -73,43 +71,6 @@ func TestCheckPullPolicy(t *testing.T) {
 		o.PullPolicy = p
 		if _, err := newProvider(o, nil); err == nil || !strings.Contains(err.Error(), "image_pull_policy") {
 			t.Errorf("%q: newProvider = %v", p, err)
-		}
-	}
-}
-
-// The slot parity rule reads every container's policy and the Secrets in order: a pod whose
-// init container alone pulls otherwise, or whose Secrets are reordered or one short, is not
-// what a cold pod of the target is.
-func TestPullMatches(t *testing.T) {
-	o := testOptions(t, &fakeExporter{})
-	o.PullSecrets, o.PullPolicy = []string{"a", "b"}, PullAlways
-	p, err := newProvider(o, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := testSpec("01JPULL")
-	env, _ := splitEnv(s.Env)
-	pod := p.jobObject(jobInput{name: "agora-pull", id: s.ID, spec: s, env: env, mounts: testMounts()}).Spec.Template.Spec
-	if !p.pullMatches(pod) {
-		t.Fatal("the provider's own pod does not match it")
-	}
-	for name, edit := range map[string]func(*corev1.PodSpec){
-		"init policy": func(s *corev1.PodSpec) { s.InitContainers[0].ImagePullPolicy = corev1.PullIfNotPresent },
-		"main policy": func(s *corev1.PodSpec) { s.Containers[0].ImagePullPolicy = corev1.PullNever },
-		"reordered": func(s *corev1.PodSpec) {
-			s.ImagePullSecrets[0], s.ImagePullSecrets[1] = s.ImagePullSecrets[1], s.ImagePullSecrets[0]
-		},
-		"one short":    func(s *corev1.PodSpec) { s.ImagePullSecrets = s.ImagePullSecrets[:1] },
-		"none":         func(s *corev1.PodSpec) { s.ImagePullSecrets = nil },
-		"another name": func(s *corev1.PodSpec) { s.ImagePullSecrets[1].Name = "c" },
-	} {
-		q := *pod.DeepCopy()
-		edit(&q)
-		if p.pullMatches(q) {
-			t.Errorf("%s: matches", name)
-		}
-		if containersHash(q) == containersHash(pod) {
-			t.Errorf("%s: containersHash unchanged", name)
 		}
 	}
 }

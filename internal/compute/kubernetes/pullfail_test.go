@@ -1,10 +1,11 @@
 package kubernetes
 
 import (
-	"github.com/agora-dev/agora/internal/agenttext"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/agenttext"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -7,9 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/agora-dev/agora/internal/fence"
 )
@@ -29,81 +27,6 @@ func closedFence(t *testing.T) (fenceErr error, open func()) {
 	}
 	t.Cleanup(open)
 	return fenceErr, open
-}
-
-// redteam44Slot makes, in the fake cluster, what another replica of the same home (the new
-// leader) holds: an unclaimed slot Job of home with its NetworkPolicy and Secret, and the
-// NetworkPolicy and Secret of a slot it is making (no Job yet).
-func redteam44Slot(t *testing.T, p *Provider, cs *fake.Clientset, home, ready, making string) {
-	t.Helper()
-	ctx := t.Context()
-	lbl := func(id string) map[string]string {
-		return map[string]string{labelManagedBy: managedBy, labelSlot: id, labelHome: home}
-	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: objectName(ready), Namespace: p.ns, Labels: lbl(ready)}}
-	if _, err := cs.BatchV1().Jobs(p.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{ready, making} {
-		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: p.ns, Labels: lbl(id)}}
-		if _, err := cs.NetworkingV1().NetworkPolicies(p.ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: p.ns, Labels: lbl(id)}}
-		if _, err := cs.CoreV1().Secrets(p.ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// A home's Kubernetes identity is its audit key alone, so the new leader's warm slots carry
-// the label the old leader's sweeps select, and the old leader's "live" test (its own slot
-// directories) says none of them is live. A serve whose lease was lost keeps running for a
-// while (it notices the loss after its fence closed; its standbys' starts and exits sweep
-// meanwhile), and so do its fenced standby supervisors. Such a sweep would delete the new
-// leader's ready slot Jobs and the NetworkPolicy and Secret of a slot it is making unless
-// SweepSlots asks the fence: without the fence in sweepJob and sweepParts, both slots'
-// objects are gone.
-func TestRedTeam44_FencedSweepSlotsDeletesNothing(t *testing.T) {
-	p, cs := testProvider(t, &fakeExporter{})
-	ctx := t.Context()
-	const home = "samehomeofbothreplicas"
-	const ready, making = "s0123456789abcdef0123456789abcde1", "s0123456789abcdef0123456789abcde2"
-	redteam44Slot(t, p, cs, home, ready, making)
-	fenceErr, open := closedFence(t)
-
-	notLive := func(string) bool { return false } // the old leader holds none of them
-	gone, err := p.SweepSlots(ctx, home, notLive)
-	if !errors.Is(err, fenceErr) {
-		t.Errorf("a fenced sweep: %v, want the fence's refusal", err)
-	}
-	if len(gone) != 0 {
-		t.Errorf("a fenced sweep reports %v swept", gone)
-	}
-	if _, err := cs.BatchV1().Jobs(p.ns).Get(ctx, objectName(ready), metav1.GetOptions{}); err != nil {
-		t.Errorf("the new leader's ready slot Job went to a fenced sweep: %v", err)
-	}
-	for _, id := range []string{ready, making} {
-		if _, err := cs.NetworkingV1().NetworkPolicies(p.ns).Get(ctx, objectName(id), metav1.GetOptions{}); err != nil {
-			t.Errorf("slot %s: its NetworkPolicy went to a fenced sweep: %v", id, err)
-		}
-		if _, err := cs.CoreV1().Secrets(p.ns).Get(ctx, objectName(id), metav1.GetOptions{}); err != nil {
-			t.Errorf("slot %s: its Secret went to a fenced sweep: %v", id, err)
-		}
-	}
-
-	// The same sweep by the leader (fence open) takes the Job and the half-made slot's parts:
-	// what the fence held back is what the sweep deletes.
-	open()
-	if _, err := p.SweepSlots(ctx, home, notLive); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.BatchV1().Jobs(p.ns).Get(ctx, objectName(ready), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("an unfenced sweep left the dead slot's Job: %v", err)
-	}
-	if _, err := cs.NetworkingV1().NetworkPolicies(p.ns).Get(ctx, objectName(making), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("an unfenced sweep left the half-made slot's policy: %v", err)
-	}
 }
 
 // A terminal dispatch's leftovers (Sweep, at a serve's start) and a stale policy are not

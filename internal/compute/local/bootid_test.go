@@ -3,12 +3,12 @@ package local
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // otherBoot is a boot id no real boot has had: what a later boot's id looks like to an id
@@ -22,53 +22,11 @@ func asBoot(boot string) (restore func()) {
 	return func() { currentBoot = prev }
 }
 
-func TestParseBootID(t *testing.T) {
-	for _, tt := range []struct {
-		in, want string
-	}{
-		{in: "1e5d60f7-d31e-428c-880a-01a7164013cb\n", want: "1e5d60f7d31e428c880a01a7164013cb"},
-		{in: "1e5d60f7-d31e-428c-880a-01a7164013cb", want: "1e5d60f7d31e428c880a01a7164013cb"},
-		{in: "1E5D60F7-D31E-428C-880A-01A7164013CB\n", want: "1e5d60f7d31e428c880a01a7164013cb"},
-		{in: ""},
-		{in: "\n"},
-		{in: "1e5d60f7d31e428c880a01a7164013cb\n"},         // no dashes: not the kernel's form
-		{in: "1e5d60f7-d31e-428c-880a-01a7164013c\n"},      // short
-		{in: "1e5d60f7-d31e-428c-880a-01a7164013cbb\n"},    // long
-		{in: "1e5d60f7-d31e-428c-880a-01a7164013cg\n"},     // not hex
-		{in: "1e5d60f7:d31e-428c-880a-01a7164013cb\n"},     // a ':' would split a task id
-		{in: "1e5d60f7-d31e-428c-880a-01a7164013cb\n\n"},   // two newlines
-		{in: "-1e5d60f7d31e-428c-880a-01a7164013cb\n"},     // dashes misplaced
-		{in: " 1e5d60f7-d31e-428c-880a-01a7164013c\n"},     // space
-		{in: "1e5d60f7-d31e-428c-880a-01a7164013cb\r\n"},   // CR
-		{in: "1e5d60f7-d31e-428c-880a-01a7164013cb\x00\n"}, // NUL
-	} {
-		got, err := parseBootID(tt.in)
-		if got != tt.want || (err == nil) != (tt.want != "") {
-			t.Errorf("parseBootID(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-		if err == nil && !IsBootID(got) {
-			t.Errorf("parseBootID(%q) = %q, which IsBootID refuses", tt.in, got)
-		}
-	}
-	for _, s := range []string{"", otherBoot[:31], otherBoot + "0", strings.ToUpper(otherBoot), "0123456789abcdef0123456789abcdeg", "0123456789abcdef-123456789abcdef"} {
-		if IsBootID(s) {
-			t.Errorf("IsBootID(%q) = true", s)
-		}
-	}
-}
-
-// TestBootID_ThisBoot: BootID is the kernel's boot id in identities' form, the same on
-// every call.
-func TestBootID_ThisBoot(t *testing.T) {
-	b, err := os.ReadFile(bootIDFile)
+// TestCurrentBoot_ThisBoot: the boot this package binds task ids to is the running boot's.
+func TestCurrentBoot_ThisBoot(t *testing.T) {
+	want, err := host.BootID()
 	if err != nil {
-		t.Skipf("SKIP: %s is not readable here: %v", bootIDFile, err)
-	}
-	want := strings.ReplaceAll(strings.TrimSpace(string(b)), "-", "")
-	for range 2 {
-		if got, err := BootID(); got != want || err != nil {
-			t.Fatalf("BootID() = %q, %v; want %q", got, err, want)
-		}
+		t.Skipf("SKIP: no boot id here: %v", err)
 	}
 	if currentBoot() != want {
 		t.Errorf("currentBoot() = %q, want %q", currentBoot(), want)
@@ -85,7 +43,7 @@ func TestBootID_ThisBoot(t *testing.T) {
 // boot kills it, and so does its form from before boot ids (checked as it always was).
 func TestCancel_OtherBootSignalsNothing(t *testing.T) {
 	requireBwrap(t)
-	boot, err := BootID()
+	boot, err := host.BootID()
 	if err != nil {
 		t.Skipf("SKIP: no boot id here: %v", err)
 	}

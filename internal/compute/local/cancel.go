@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // cancelPoll is how often Cancel checks its context while waiting for a task to die.
@@ -69,8 +71,8 @@ func killSandboxInit(ctx context.Context, tid taskID) error {
 	// alike. A sandbox's first process is the first of a pid namespace below this one from
 	// its clone on (--as-pid-1 keeps it so); any other process the id names is not the
 	// sandbox.
-	st, err := readProcStatus(strconv.Itoa(tid.init))
-	if errors.Is(err, os.ErrNotExist) || (err == nil && !st.nestedInit()) {
+	st, err := host.ReadProcStatus(strconv.Itoa(tid.init))
+	if errors.Is(err, os.ErrNotExist) || (err == nil && !st.NestedInit()) {
 		return nil // gone, or no sandbox's: the sandbox is gone
 	}
 	if err != nil {

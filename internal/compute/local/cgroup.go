@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // cgroupPrefix starts the name of every task cgroup; Cancel only ever kills cgroups
@@ -52,28 +54,9 @@ func parseCgroupV2Mount(b []byte) (mount, root string, err error) {
 		if len(pf) < 5 || len(qf) < 1 || qf[0] != "cgroup2" {
 			continue
 		}
-		return unescapeMountinfo(pf[4]), unescapeMountinfo(pf[3]), nil
+		return host.UnescapeMountinfo(pf[4]), host.UnescapeMountinfo(pf[3]), nil
 	}
 	return "", "", errors.New("no cgroup2 mount")
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of mountinfo paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // procCgroupV2Path returns the cgroup v2 path ("0::<path>") of a process.

@@ -94,7 +94,7 @@
 // down when it dies. A kill sends SIGKILL to the cgroup (cgroup.kill) and to the process
 // group; in a sandbox that is the whole tree. When the command exits, whatever it left
 // running is killed the same way. The task id is "local:<pid>:<start time>:<boot>" (field 22
-// of /proc/<pid>/stat, and [BootID]), so [Provider.Cancel] in another process can check,
+// of /proc/<pid>/stat, and [host.BootID]), so [Provider.Cancel] in another process can check,
 // through a pidfd, that the pid still names the same process before it signals anything; pids
 // and start times restart at boot, so an id of another boot names nothing and is never
 // signalled. Ids from before boot ids lack the last field and are checked as they always were.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // Attacks on the bubblewrap warm slot from outside its builder.
@@ -336,7 +337,7 @@ func TestRedTeam30_SlotNestedBindThroughSymlink(t *testing.T) {
 			if err == nil {
 				h.Wait()
 			}
-			mps, _ := MountsUnder(hostTarget)
+			mps, _ := host.MountsUnder(hostTarget)
 			for _, mp := range mps {
 				unix.Unmount(mp, unix.MNT_DETACH)
 			}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // heldSandboxes lists the sandbox processes of this process's held bwraps: each bwrap child of
@@ -101,7 +102,7 @@ func TestRedTeam43_FillOfAStoppedSandboxCancelled(t *testing.T) {
 			t.Fatalf("the failed fill left processes %v of the sandbox user (the stopped sandbox was %d)", left, stopped)
 		}
 	}
-	if mps, err := MountsUnder(o.Dir); err != nil || len(mps) > 0 {
+	if mps, err := host.MountsUnder(o.Dir); err != nil || len(mps) > 0 {
 		t.Errorf("the failed fill left mounts %v (%v)", mps, err)
 	}
 	if ents, _ := os.ReadDir(o.Dir); len(ents) > 0 {
@@ -245,7 +246,7 @@ func TestRedTeam43_FillAttachesOnlyToASetUpSandbox(t *testing.T) {
 // stageMounts lists the command trees attached (attachTree's staging mounts) under dir.
 func stageMounts(dir string) []string {
 	var out []string
-	mps, _ := MountsUnder(dir)
+	mps, _ := host.MountsUnder(dir)
 	for _, mp := range mps {
 		if strings.Contains(mp, "/stage-") {
 			out = append(out, mp)

@@ -1,15 +1,12 @@
 package local
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // A warm slot is a bubblewrap sandbox started ahead of any dispatch: its namespaces,
@@ -355,7 +353,7 @@ func holderLives(d string) bool {
 // reach through a bind into the files it shows. When the mounts cannot be
 // listed or one stays, the directory is left in place.
 func removeSlotDir(dir string) {
-	mps, err := MountsUnder(dir)
+	mps, err := host.MountsUnder(dir)
 	// Shallowest first: a lazy unmount takes every mount below its mount point with it, and
 	// the slot's directory is a mount of its own (NewSlot), so its whole tree goes in one
 	// unmount and one RCU grace period, not one per mount. A path below one detached
@@ -368,35 +366,10 @@ func removeSlotDir(dir string) {
 	if err != nil {
 		return
 	}
-	if left, err := MountsUnder(dir); err != nil || len(left) > 0 {
+	if left, err := host.MountsUnder(dir); err != nil || len(left) > 0 {
 		return
 	}
 	_ = os.RemoveAll(dir)
-}
-
-// MountsUnder lists the mount points at or below dir in this mount namespace, deepest first.
-func MountsUnder(dir string) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		if mp := unescapeMountinfo(f[4]); mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return out, err
-	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, nil
 }
 
 // StartInSlot runs spec in slot: the claim's binds are attached under the claim root, the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // The attacks on a slot that stages ahead (slotstage.go): its claim's directories and
@@ -84,7 +85,7 @@ func TestSlotStage_ClaimMountsNothing(t *testing.T) {
 					t.Fatalf("the staged rw is uid %d (%v), want the slot's %d", sb.Uid, err, runAs.UID)
 				}
 			}
-			before, err := MountsUnder(slot.Dir())
+			before, err := host.MountsUnder(slot.Dir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +96,7 @@ func TestSlotStage_ClaimMountsNothing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("StartInSlot: %v", err)
 			}
-			after, _ := MountsUnder(slot.Dir())
+			after, _ := host.MountsUnder(slot.Dir())
 			exit, _ := h.Wait()
 			if exit.Code != 0 || out.String() != "from-host\n/agora/rw\n" {
 				t.Fatalf("exit %d, stdout %q, stderr %q", exit.Code, out.String(), errOut.String())
@@ -111,7 +112,7 @@ func TestSlotStage_ClaimMountsNothing(t *testing.T) {
 			}
 			release()
 			if _, err := os.Stat(slot.Dir()); !errors.Is(err, os.ErrNotExist) {
-				m, _ := MountsUnder(slot.Dir())
+				m, _ := host.MountsUnder(slot.Dir())
 				t.Fatalf("the released slot's directory remains (%v), mounts %v", err, m)
 			}
 		})
@@ -282,7 +283,7 @@ func TestSlotStage_HolderKilled(t *testing.T) {
 				t.Fatalf("helper said %q", line)
 			}
 			slotDir, tid, mark := f[0], f[1], f[2]
-			if m, _ := MountsUnder(filepath.Join(slotDir, stageDirName)); len(m) == 0 {
+			if m, _ := host.MountsUnder(filepath.Join(slotDir, stageDirName)); len(m) == 0 {
 				t.Errorf("no quota mounted in the live slot's stage: %v", m)
 			}
 			cmd.Process.Kill()
@@ -303,7 +304,7 @@ func TestSlotStage_HolderKilled(t *testing.T) {
 			if err := ReapSlots(t.Context(), dir); err != nil {
 				t.Fatal(err)
 			}
-			if m, _ := MountsUnder(slotDir); len(m) > 0 {
+			if m, _ := host.MountsUnder(slotDir); len(m) > 0 {
 				t.Errorf("mounts of the killed holder's slot remain: %v", m)
 			}
 			if _, err := os.Stat(slotDir); !errors.Is(err, os.ErrNotExist) {
@@ -359,7 +360,7 @@ func waitGone(t *testing.T, dir string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			m, _ := MountsUnder(dir)
+			m, _ := host.MountsUnder(dir)
 			t.Fatalf("the spent slot's directory %s remains, mounts %v", dir, m)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // The attacks on a prestarted slot: its command runs before any claim, so
@@ -277,7 +278,7 @@ func TestSlotPrestart_DiscardRemovesEverything(t *testing.T) {
 			waitDescendant(t, slot.h.pid, "head")
 			slot.Discard()
 			if _, err := os.Stat(slot.Dir()); !errors.Is(err, os.ErrNotExist) {
-				m, _ := MountsUnder(slot.Dir())
+				m, _ := host.MountsUnder(slot.Dir())
 				t.Fatalf("the discarded slot's directory remains (%v), mounts %v", err, m)
 			}
 		})

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // taskIDPrefix starts every task id this provider hands out.
@@ -28,7 +30,7 @@ var ErrBadTaskID = errors.New("malformed local task id")
 // Pids and start times both restart at boot, so an id read back from the database after a
 // reboot could name a process of the new boot with equal pid and start (a deterministic VM
 // or container boot that starts agora at once makes it likely). An id therefore carries the
-// boot it was made in (boot, [BootID]'s form), last; Cancel signals nothing for an id of
+// boot it was made in (boot, [host.BootID]'s form), last; Cancel signals nothing for an id of
 // another boot. Ids written before it was added (or by a process that could not read the
 // boot id) have none and are checked as they always were: nothing in them tells their boot,
 // and refusing them would leave a live task of this boot uncancellable after an upgrade.
@@ -72,7 +74,7 @@ func parseTaskID(s string) (taskID, error) {
 	var boot string
 	if len(f) == 3 || len(f) == 5 {
 		boot, f = f[len(f)-1], f[:len(f)-1]
-		if !IsBootID(boot) {
+		if !host.IsBootID(boot) {
 			return taskID{}, fmt.Errorf("parse task id %q: %w", s, ErrBadTaskID)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 func TestParseTaskID(t *testing.T) {
@@ -128,7 +130,7 @@ func FuzzParseTaskID(f *testing.F) {
 		colons := strings.Count(s, ":")
 		if id.String() != s || id.pid < 2 || id.init < 0 || id.init == 1 ||
 			(colons >= 4) != (id.init > 0) || (colons%2 == 1) != (id.boot != "") ||
-			(id.boot != "" && !IsBootID(id.boot)) {
+			(id.boot != "" && !host.IsBootID(id.boot)) {
 			t.Fatalf("parseTaskID(%q) = %+v, prints %q", s, id, id.String())
 		}
 		// Round trip: the printed id parses to the same id.

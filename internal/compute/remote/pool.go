@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -42,6 +43,13 @@ const (
 type EnrollAnswer struct {
 	Slot  string `json:"slot"`
 	Token string `json:"token"`
+}
+
+// PodVerifier verifies a pool pod's projected token: the apiserver authenticated it for the
+// gateway's audience, it is bound to a pod that still exists with that uid, and that pod is a
+// live, unclaimed pod of agora's pool. Its errors must not carry the token.
+type PodVerifier interface {
+	VerifyPod(ctx context.Context, token string) (PodIdentity, error)
 }
 
 // PodIdentity is what a verified projected token says of its pod.

@@ -21,10 +21,10 @@ import (
 	"github.com/agora-dev/agora/internal/lease/fencefile"
 )
 
-// Standbys are the warm slots of a serve: for each local, docker or kubernetes target
-// with `warm: N`, N standby supervisors (`agora dispatch supervise --standby TARGET`,
-// dispatch.Standby), each a detached process with agora.db open and one slot of the target's
-// template started as its own (a bubblewrap sandbox, a slot container, a slot Job), waiting
+// Standbys are the warm slots of a serve: for each local or docker target with `warm: N`, N
+// standby supervisors (`agora dispatch supervise --standby TARGET`, dispatch.Standby), each a
+// detached process with agora.db open and one slot of the target's template started as its
+// own (a bubblewrap sandbox, a slot container), waiting
 // on a socketpair whose other end only this process holds. A dispatch claims one by handing
 // it its id; from there the standby is the cold supervisor with a sandbox already made, and
 // outlives serve as a cold one does. When this process ends (Close, or kill -9) every
@@ -83,7 +83,7 @@ func newStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger, 
 	targets := d.WarmTargets()
 	if local {
 		for name := range targets {
-			if d.WarmPods(name) {
+			if d.WarmPool(name) {
 				delete(targets, name)
 			}
 		}
@@ -92,7 +92,7 @@ func newStandbys(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger, 
 		// Bubblewrap and docker slots need root (mounts, a uid of the target's range); a
 		// kubernetes target's slots are pods, which any user of the home may hold.
 		for name := range targets {
-			if !d.WarmPods(name) {
+			if !d.WarmPool(name) {
 				delete(targets, name)
 			}
 		}

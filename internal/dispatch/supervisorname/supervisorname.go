@@ -8,19 +8,19 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // Parse parses a supervisor name in its one canonical form: "<pid>:<start>:<boot>" or,
 // written before boot ids, "<pid>:<start>" (boot ""); pid and start are decimal with no sign
-// or leading zeros, pid at least 1, boot as [local.IsBootID] has it. A name is read back from
+// or leading zeros, pid at least 1, boot as [host.IsBootID] has it. A name is read back from
 // the database, so anything else is malformed (ok false), never guessed at.
 func Parse(s string) (pid int, start uint64, boot string, ok bool) {
 	f := strings.Split(s, ":")
 	switch len(f) {
 	case 3:
 		boot = f[2]
-		if !local.IsBootID(boot) {
+		if !host.IsBootID(boot) {
 			return 0, 0, "", false
 		}
 	case 2:

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agora-dev/agora/internal/compute/local"
+	"github.com/agora-dev/agora/internal/compute/host"
 )
 
 // otherBoot is a boot id no real boot has had.
@@ -70,7 +70,7 @@ func FuzzParseSupervisor(f *testing.F) {
 		}
 		again := strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10)
 		if boot != "" {
-			if !local.IsBootID(boot) {
+			if !host.IsBootID(boot) {
 				t.Fatalf("%q parsed to boot %q", s, boot)
 			}
 			again += ":" + boot

@@ -16,15 +16,15 @@ func TestParse_Budget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Budget != (budget.Budget{Tokens: 100000, USD: 2.5, ModelCalls: 40}) || p.Tasks[0].Budget != (budget.Budget{USD: 0.75}) || !p.Tasks[1].Budget.IsZero() {
-		t.Fatalf("budgets %+v %+v %+v", p.Budget, p.Tasks[0].Budget, p.Tasks[1].Budget)
+	if p.Budget != (budget.Budget{Tokens: 100000, USD: 2.5, ModelCalls: 40}) || p.Tasks[0].Budget() != (budget.Budget{USD: 0.75}) || !p.Tasks[1].Budget().IsZero() {
+		t.Fatalf("budgets %+v %+v %+v", p.Budget, p.Tasks[0].Budget(), p.Tasks[1].Budget())
 	}
 	c := string(p.Canonical())
 	if !strings.HasPrefix(c, `{"budget":{"model_calls":40,"tokens":100000,"usd":2.5},"concurrency":4,`) || !strings.Contains(c, `{"budget":{"usd":0.75},"id":"a"`) {
 		t.Fatalf("canonical %s", c)
 	}
 	back, err := plan.Parse("c.json", []byte(c))
-	if err != nil || back.Digest() != p.Digest() || back.Budget != p.Budget || back.Tasks[0].Budget != p.Tasks[0].Budget {
+	if err != nil || back.Digest() != p.Digest() || back.Budget != p.Budget || back.Tasks[0].Budget() != p.Tasks[0].Budget() {
 		t.Fatalf("round trip: %v", err)
 	}
 	// Without budgets the canonical form has no budget key: the digest of every plan written

@@ -270,13 +270,13 @@ func (w *canonWriter) budget(b budget.Budget) {
 
 func (w *canonWriter) task(t *Task) {
 	o := w.object()
-	if len(t.Base) > 0 { // only when set: a plan without base keeps its canonical bytes and digest
+	if len(t.Base()) > 0 { // only when set: a plan without base keeps its canonical bytes and digest
 		o.key("base")
-		w.strs(t.Base)
+		w.strs(t.Base())
 	}
-	if !t.Budget.IsZero() {
+	if !t.Budget().IsZero() {
 		o.key("budget")
-		w.budget(t.Budget)
+		w.budget(t.Budget())
 	}
 	if len(t.DependsOn) > 0 {
 		o.key("depends_on")
@@ -286,11 +286,11 @@ func (w *canonWriter) task(t *Task) {
 		o.key("env")
 		w.strs(t.Env)
 	}
-	if t.FanOut != nil {
+	if t.FanOut() != nil {
 		o.key("fan_out")
-		w.fanOut(t.FanOut)
+		w.fanOut(t.FanOut())
 	}
-	if g := t.Grants; g != nil {
+	if g := t.Grants(); g != nil {
 		o.key("grants")
 		gw := w.object()
 		if g.Commands != nil {
@@ -315,7 +315,7 @@ func (w *canonWriter) task(t *Task) {
 		o.key("input")
 		w.b = append(w.b, t.Input...)
 	}
-	if t.Learn { // only when set: a plan without learn keeps its canonical bytes and digest
+	if t.Learn() { // only when set: a plan without learn keeps its canonical bytes and digest
 		o.key("learn")
 		w.b = append(w.b, "true"...)
 	}
@@ -335,21 +335,21 @@ func (w *canonWriter) task(t *Task) {
 		}
 		w.b = append(w.b, ']')
 	}
-	if len(t.Needs) > 0 {
+	if len(t.Needs()) > 0 {
 		o.key("needs")
-		w.needs(t.Needs)
+		w.needs(t.Needs())
 	}
-	if t.OnFail != nil {
+	if t.OnFail() != nil {
 		o.key("on_fail")
-		w.onFail(t.OnFail)
+		w.onFail(t.OnFail())
 	}
-	if t.Retry != nil {
+	if t.Retry() != nil {
 		o.key("retry")
-		w.retry(t.Retry)
+		w.retry(t.Retry())
 	}
-	if t.Review != nil {
+	if t.Review() != nil {
 		o.key("review")
-		w.review(t.Review)
+		w.review(t.Review())
 	}
 	if t.Subagent != "" { // a fan-out task has none
 		o.key("subagent")
@@ -359,13 +359,13 @@ func (w *canonWriter) task(t *Task) {
 		o.key("target")
 		w.str(t.Target)
 	}
-	if t.Timeout != 0 {
+	if t.Timeout() != 0 {
 		o.key("timeout")
-		w.duration(t.Timeout)
+		w.duration(t.Timeout())
 	}
-	if t.Verify != nil {
+	if t.Verify() != nil {
 		o.key("verify")
-		w.verify(t.Verify)
+		w.verify(t.Verify())
 	}
 	o.end()
 }

@@ -47,17 +47,17 @@ func (p *Plan) SubagentRefs() []string {
 	}
 	var task func(t *Task)
 	task = func(t *Task) {
-		if t.FanOut != nil {
-			task(&t.FanOut.Template)
+		if t.FanOut() != nil {
+			task(&t.FanOut().Template)
 			return
 		}
 		add(t.Subagent)
-		if r := t.Review; r != nil {
+		if r := t.Review(); r != nil {
 			for _, s := range r.Subagents {
 				add(s)
 			}
 		}
-		if f := t.OnFail; f != nil && f.Fix != nil {
+		if f := t.OnFail(); f != nil && f.Fix != nil {
 			add(f.Fix.Subagent)
 		}
 	}
@@ -109,8 +109,8 @@ func (p *Plan) checkRefs(ctx context.Context, refs Refs, v *validator) {
 // reviewers' (on t's target, else defaultTarget) and its fixer's. A fix's work is reviewed by
 // t's reviewers on t's target, so they are checked here too.
 func (c *refChecker) task(tp string, t *Task, refs Refs, defaultTarget string) {
-	if t.FanOut != nil {
-		c.task(tp+".fan_out.template", &t.FanOut.Template, refs, defaultTarget)
+	if t.FanOut() != nil {
+		c.task(tp+".fan_out.template", &t.FanOut().Template, refs, defaultTarget)
 		return
 	}
 	c.check(tp+".subagent", "subagent", t.Subagent, refs.Subagent)
@@ -118,7 +118,7 @@ func (c *refChecker) task(tp string, t *Task, refs Refs, defaultTarget string) {
 	for k, e := range t.Env {
 		c.check(tp+".env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
 	}
-	if r := t.Review; r != nil {
+	if r := t.Review(); r != nil {
 		target := t.Target
 		if target == "" {
 			target = defaultTarget
@@ -129,7 +129,7 @@ func (c *refChecker) task(tp string, t *Task, refs Refs, defaultTarget string) {
 			})
 		}
 	}
-	if f := t.OnFail; f != nil && f.Fix != nil {
+	if f := t.OnFail(); f != nil && f.Fix != nil {
 		c.check(tp+".on_fail.fix.subagent", "subagent", f.Fix.Subagent, refs.Subagent)
 	}
 }

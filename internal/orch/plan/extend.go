@@ -139,15 +139,15 @@ func (v *validator) fanOutTask(t *Task, doc *taskDoc, tp string, ids map[string]
 			v.add(fp+".select", "%v", err)
 		}
 	}
-	t.FanOut = &FanOut{From: fo.From, Select: fo.Select}
+	t.rare().FanOut = &FanOut{From: fo.From, Select: fo.Select}
 	if fo.Template == nil {
 		v.add(fp+".template", "required; the settings of every item's task: {subagent, input, ...}")
 		return
 	}
 	td := fo.Template.task()
-	t.FanOut.Template.ID = t.ID // the template's dependencies are t's: it may not need t itself
-	v.task(&t.FanOut.Template, &td, fp+".template", ids, g, defaultRetry)
-	t.FanOut.Template.ID = ""
+	t.FanOut().Template.ID = t.ID // the template's dependencies are t's: it may not need t itself
+	v.task(&t.FanOut().Template, &td, fp+".template", ids, g, defaultRetry)
+	t.FanOut().Template.ID = ""
 }
 
 func orTask(id string) string {
@@ -245,7 +245,7 @@ func (v *validator) onFail(path string, doc *onFailDoc) *OnFail {
 func (v *validator) extensions(p *Plan, doc *planDoc) {
 	groups := map[string]bool{}
 	for i := range p.Tasks {
-		if p.Tasks[i].FanOut != nil {
+		if p.Tasks[i].FanOut() != nil {
 			groups[p.Tasks[i].ID] = true
 		}
 	}
@@ -256,18 +256,18 @@ func (v *validator) extensions(p *Plan, doc *planDoc) {
 		v.gate(tp, t, p.Defaults.Verify != nil)
 		v.verifyNeeds(tp, t, p)
 		v.stackBases(tp, t, groups)
-		if fo := t.FanOut; fo != nil {
+		if fo := t.FanOut(); fo != nil {
 			v.verifyNeeds(tp+".fan_out.template", &fo.Template, p)
 			v.stackBases(tp+".fan_out.template", &fo.Template, groups)
 		}
-		fo := t.FanOut
+		fo := t.FanOut()
 		if fo == nil {
 			continue
 		}
 		if groups[fo.From] {
 			v.add(tp+".fan_out.from", "task %q is a fan_out task and leaves no list: name the task that writes it", fo.From)
 		}
-		if j, ok := index(p.Tasks, fo.From); ok && (p.Tasks[j].Review != nil || p.Tasks[j].OnFail != nil) {
+		if j, ok := index(p.Tasks, fo.From); ok && (p.Tasks[j].Review() != nil || p.Tasks[j].OnFail() != nil) {
 			v.add(tp+".fan_out.from", "task %q has a review or on_fail: a fan-out's list is read when its producer's attempt ends, so its producer cannot wait for a judgment", fo.From)
 		}
 		if in := fo.Template.Input; in != nil && bytes.Contains(in, []byte(`"item":`)) && hasItemKey(in) {
@@ -280,7 +280,7 @@ func (v *validator) extensions(p *Plan, doc *planDoc) {
 				if _, err := budget.Narrow(*b, budget.Ceiling{Source: "plan " + strconv.Quote(p.Name), Budget: p.Budget}); err != nil {
 					v.add(bp, "%v", err)
 				} else {
-					fo.Template.Budget = *b
+					fo.Template.rare().Budget = *b
 				}
 			}
 		}
@@ -290,7 +290,7 @@ func (v *validator) extensions(p *Plan, doc *planDoc) {
 // gate refuses an on_fail with nothing that can judge the task's work red: a verify gate
 // (its own or defaults.verify) or a review.
 func (v *validator) gate(tp string, t *Task, defaultVerify bool) {
-	if t.OnFail != nil && t.Review == nil && t.Verify == nil && !defaultVerify {
+	if t.OnFail() != nil && t.Review() == nil && t.Verify() == nil && !defaultVerify {
 		v.add(tp+".on_fail", "a fix loop needs a gate that can be red: give the task a verify gate or a review")
 	}
 }
@@ -304,12 +304,12 @@ type ResolvedFanOut struct {
 // resolveFanOut is fan-out task t resolved: it depends on its producer and on whatever its
 // template's tasks will depend on, so it is never done before they could be.
 func (p *Plan) resolveFanOut(t *Task, base *Retry, env []string) Resolved {
-	tmpl := p.resolveTask(&t.FanOut.Template, base, env)
-	d := append([]string{t.FanOut.From}, tmpl.Deps...)
+	tmpl := p.resolveTask(&t.FanOut().Template, base, env)
+	d := append([]string{t.FanOut().From}, tmpl.Deps...)
 	slices.Sort(d)
 	// Retry is never used (the task fires nothing) but is set, as every resolved task's is.
 	return Resolved{ID: t.ID, Env: []string{}, Deps: slices.Compact(d), Retry: base,
-		Rare: &Rare{FanOut: &ResolvedFanOut{From: t.FanOut.From, Select: t.FanOut.Select, Template: tmpl}}}
+		Rare: &Rare{FanOut: &ResolvedFanOut{From: t.FanOut().From, Select: t.FanOut().Select, Template: tmpl}}}
 }
 
 // fanOut, review and onFail write the run-extension blocks; a plan without them writes
@@ -369,8 +369,8 @@ func hasItemKey(in []byte) bool {
 // verifyNeeds refuses a need of select verify from a task without a verify gate: it would
 // have no verdict to hand over.
 func (v *validator) verifyNeeds(tp string, t *Task, p *Plan) {
-	for _, key := range slices.Sorted(maps.Keys(t.Needs)) {
-		n := t.Needs[key]
+	for _, key := range slices.Sorted(maps.Keys(t.Needs())) {
+		n := t.Needs()[key]
 		if n.Select != SelectVerify {
 			continue
 		}
@@ -379,10 +379,10 @@ func (v *validator) verifyNeeds(tp string, t *Task, p *Plan) {
 			continue // reported as an unknown task
 		}
 		up := &p.Tasks[j]
-		if up.FanOut != nil {
-			up = &up.FanOut.Template
+		if up.FanOut() != nil {
+			up = &up.FanOut().Template
 		}
-		if up.Verify == nil && p.Defaults.Verify == nil {
+		if up.Verify() == nil && p.Defaults.Verify == nil {
 			v.add(tp+".needs."+key+".select", "task %q has no verify gate, so no verdict to hand over", n.From)
 		}
 	}

@@ -63,7 +63,7 @@ func cyclePath(tasks []Task, cycle []int32) string {
 
 // entryPath is the path, relative to a task, of the entry naming dep.
 func entryPath(t *Task, dep string) string {
-	if f := t.FanOut; f != nil {
+	if f := t.FanOut(); f != nil {
 		if f.From == dep {
 			return ".fan_out.from"
 		}
@@ -72,11 +72,11 @@ func entryPath(t *Task, dep string) string {
 	if k := slices.Index(t.DependsOn, dep); k >= 0 {
 		return ".depends_on[" + strconv.Itoa(k) + "]"
 	}
-	if k := slices.Index(t.Base, dep); k >= 0 {
+	if k := slices.Index(t.Base(), dep); k >= 0 {
 		return ".base[" + strconv.Itoa(k) + "]"
 	}
-	for _, key := range slices.Sorted(maps.Keys(t.Needs)) {
-		if t.Needs[key].From == dep {
+	for _, key := range slices.Sorted(maps.Keys(t.Needs())) {
+		if t.Needs()[key].From == dep {
 			return ".needs." + key + ".from"
 		}
 	}

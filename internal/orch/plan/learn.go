@@ -16,7 +16,7 @@ import (
 func (p *Plan) LearnTasks() []string {
 	var out []string
 	for i := range p.Tasks {
-		if p.Tasks[i].Learn {
+		if p.Tasks[i].Learn() {
 			out = append(out, p.Tasks[i].ID)
 		}
 	}
@@ -33,12 +33,12 @@ func (v *validator) learnTasks(tasks []Task, docs []*taskDoc) {
 		case d == nil: // dropped: none of the fields below set
 		case d.Learn != nil && d.FanOut != nil:
 			v.add(taskPath(i)+".learn", "a fan_out task runs nothing itself and its items are not learn tasks; give the learn work a task of its own")
-		case tasks[i].Learn && d.Review != nil:
+		case tasks[i].Learn() && d.Review != nil:
 			v.add(taskPath(i)+".learn", "a learn task's patch is never reviewed (docs/learn.md): drop review or learn")
-		case tasks[i].Learn && d.OnFail != nil:
+		case tasks[i].Learn() && d.OnFail != nil:
 			v.add(taskPath(i)+".learn", "a learn task's patch is never fixed (docs/learn.md): drop on_fail or learn")
 		}
-		if tasks[i].Learn && tasks[i].ID != "" {
+		if tasks[i].Learn() && tasks[i].ID != "" {
 			learn[tasks[i].ID] = true
 		}
 	}
@@ -48,16 +48,16 @@ func (v *validator) learnTasks(tasks []Task, docs []*taskDoc) {
 	const why = "is a learn task: its products feed no other task (docs/learn.md); a person takes its patch with `agora dispatch patch ID --include-learn`"
 	for i := range tasks {
 		t := &tasks[i]
-		if t.FanOut != nil {
-			if learn[t.FanOut.From] {
-				v.add(taskPath(i)+".fan_out.from", "task %q %s", t.FanOut.From, why)
+		if t.FanOut() != nil {
+			if learn[t.FanOut().From] {
+				v.add(taskPath(i)+".fan_out.from", "task %q %s", t.FanOut().From, why)
 			}
-			v.learnNeeds(taskPath(i)+".fan_out.template.needs", t.FanOut.Template.Needs, learn, why)
-			v.learnBases(taskPath(i)+".fan_out.template.base", t.FanOut.Template.Base, learn, why)
+			v.learnNeeds(taskPath(i)+".fan_out.template.needs", t.FanOut().Template.Needs(), learn, why)
+			v.learnBases(taskPath(i)+".fan_out.template.base", t.FanOut().Template.Base(), learn, why)
 			continue
 		}
-		v.learnNeeds(taskPath(i)+".needs", t.Needs, learn, why)
-		v.learnBases(taskPath(i)+".base", t.Base, learn, why)
+		v.learnNeeds(taskPath(i)+".needs", t.Needs(), learn, why)
+		v.learnBases(taskPath(i)+".base", t.Base(), learn, why)
 	}
 }
 

@@ -93,13 +93,15 @@ func TestParse_Valid(t *testing.T) {
 				Env:       []string{"base", "extra"},
 				Target:    "big",
 				DependsOn: []string{"lint"},
-				Needs: map[string]plan.Need{
-					"fixes":  {From: "lint", Select: "patch"},
-					"report": {From: "lint", Select: "output:reports/lint.txt"},
-					"all":    {From: "lint", Select: "outputs"},
+				Rare: &plan.TaskRare{
+					Needs: map[string]plan.Need{
+						"fixes":  {From: "lint", Select: "patch"},
+						"report": {From: "lint", Select: "output:reports/lint.txt"},
+						"all":    {From: "lint", Select: "outputs"},
+					},
+					Retry:   &plan.Retry{MaxAttempts: 5, Multiplier: 1.5, MaxBackoff: time.Minute, OnWorkerFailed: &no},
+					Timeout: 15 * time.Minute,
 				},
-				Retry:   &plan.Retry{MaxAttempts: 5, Multiplier: 1.5, MaxBackoff: time.Minute, OnWorkerFailed: &no},
-				Timeout: 15 * time.Minute,
 			},
 			{ID: "docs", Subagent: "writer", Env: []string{}},
 		},

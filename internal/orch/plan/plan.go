@@ -107,7 +107,10 @@ type Defaults struct {
 	Verify *verdict.Spec
 }
 
-// Task is one node of the plan's graph.
+// Task is one node of the plan's graph. A plan of [MaxTasks] tasks holds one each while its
+// documents are still decoded, so the fields few tasks set sit behind one pointer ([TaskRare]):
+// a Task is 152 bytes, not 264. Read them through the methods of the same name, which are
+// nil-safe: a Task built without a TaskRare sets none of them.
 type Task struct {
 	ID        string
 	Subagent  string          // NAME or NAME@sha256:HEX
@@ -115,15 +118,22 @@ type Task struct {
 	Env       []string        // nil inherits Defaults.Env; non-nil and empty means none
 	Input     json.RawMessage // a JSON object in RFC 8785 canonical form, or nil
 	DependsOn []string
+	Locks     []Lock
+	// Rare holds the fields few tasks set; nil sets none of them.
+	Rare *TaskRare
+}
+
+// TaskRare is the part of a [Task] that few tasks set: most take their retry policy and
+// timeout from the plan's defaults and set none of the rest.
+type TaskRare struct {
+	Retry   *Retry        // fields set here override Defaults.Retry field by field
+	Timeout time.Duration // 0 means Defaults.Timeout
 	// Base stacks the task on upstream work: its workspace starts from the run's commit with
 	// the approved patch of each base task applied (theirs first: a base's own bases come
 	// before it, transitively, each once), and its own patch is taken against that. Each
 	// entry implies the edge base -> this task. See docs/plan.md, "Stacked tasks".
-	Base    []string
-	Needs   map[string]Need // input key -> upstream product
-	Locks   []Lock
-	Retry   *Retry        // fields set here override Defaults.Retry field by field
-	Timeout time.Duration // 0 means Defaults.Timeout
+	Base  []string
+	Needs map[string]Need // input key -> upstream product
 	// Grants narrows the task's grant below its subagent's (the union of its capabilities');
 	// nil keeps the subagent's grant. Each list given replaces that part with a subset of it
 	// (tools by name, command patterns each equal to a granted one, hosts each covered by a
@@ -150,6 +160,95 @@ type Task struct {
 	// decision: a run an MCP client submits may not have a learn task, and a learn task's
 	// products feed no other task (no needs, fan-out, review or fix takes them).
 	Learn bool
+}
+
+func (r *TaskRare) isZero() bool {
+	return r.Retry == nil && r.Timeout == 0 && !r.Learn && r.Base == nil && r.Needs == nil && r.Grants == nil && r.Budget.IsZero() && r.Verify == nil &&
+		r.FanOut == nil && r.Review == nil && r.OnFail == nil
+}
+
+// rare is t's TaskRare for writing, made when t has none.
+func (t *Task) rare() *TaskRare {
+	if t.Rare == nil {
+		t.Rare = &TaskRare{}
+	}
+	return t.Rare
+}
+
+// The accessors of [TaskRare]'s fields: each is the zero value on a task without one.
+
+func (t *Task) Retry() *Retry {
+	if t.Rare == nil {
+		return nil
+	}
+	return t.Rare.Retry
+}
+
+func (t *Task) Timeout() time.Duration {
+	if t.Rare == nil {
+		return 0
+	}
+	return t.Rare.Timeout
+}
+
+func (t *Task) Learn() bool {
+	return t.Rare != nil && t.Rare.Learn
+}
+
+func (t *Task) Base() []string {
+	if t.Rare == nil {
+		return nil
+	}
+	return t.Rare.Base
+}
+
+func (t *Task) Needs() map[string]Need {
+	if t.Rare == nil {
+		return nil
+	}
+	return t.Rare.Needs
+}
+
+func (t *Task) Grants() *grant.Set {
+	if t.Rare == nil {
+		return nil
+	}
+	return t.Rare.Grants
+}
+
+func (t *Task) Budget() budget.Budget {
+	if t.Rare == nil {
+		return budget.Budget{}
+	}
+	return t.Rare.Budget
+}
+
+func (t *Task) Verify() *verdict.Spec {
+	if t.Rare == nil {
+		return nil
+	}
+	return t.Rare.Verify
+}
+
+func (t *Task) FanOut() *FanOut {
+	if t.Rare == nil {
+		return nil
+	}
+	return t.Rare.FanOut
+}
+
+func (t *Task) Review() *Review {
+	if t.Rare == nil {
+		return nil
+	}
+	return t.Rare.Review
+}
+
+func (t *Task) OnFail() *OnFail {
+	if t.Rare == nil {
+		return nil
+	}
+	return t.Rare.OnFail
 }
 
 // Need hands an upstream task's product to a task, mounted read-only at /agora/inputs/<key>.

@@ -80,7 +80,7 @@ func (p *Plan) Resolve() []Resolved {
 	env := slices.Clip(append([]string{}, p.Defaults.Env...))
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
-		if t.FanOut != nil {
+		if t.FanOut() != nil {
 			out[i] = p.resolveFanOut(t, base, env)
 			continue
 		}
@@ -107,22 +107,22 @@ func (p *Plan) resolveTask(t *Task, base *Retry, env []string) Resolved {
 		Deps:     deps(t),
 		Locks:    effectiveLocks(t.Locks),
 		Retry:    base,
-		Timeout:  t.Timeout,
-		Learn:    t.Learn,
+		Timeout:  t.Timeout(),
+		Learn:    t.Learn(),
 	}
 	rare := Rare{
-		Base:   slices.Clone(t.Base),
-		Needs:  maps.Clone(t.Needs),
-		Grants: t.Grants,
-		Budget: t.Budget,
-		Review: t.Review,
-		OnFail: t.OnFail,
+		Base:   slices.Clone(t.Base()),
+		Needs:  maps.Clone(t.Needs()),
+		Grants: t.Grants(),
+		Budget: t.Budget(),
+		Review: t.Review(),
+		OnFail: t.OnFail(),
 	}
 	if r.Target == "" {
 		r.Target = p.Defaults.Target
 	}
-	if t.Retry != nil {
-		own := base.with(t.Retry)
+	if t.Retry() != nil {
+		own := base.with(t.Retry())
 		r.Retry = &own
 	}
 	if r.Env == nil {
@@ -133,7 +133,7 @@ func (p *Plan) resolveTask(t *Task, base *Retry, env []string) Resolved {
 	if r.Timeout == 0 {
 		r.Timeout = p.Defaults.Timeout
 	}
-	if v := t.Verify; v != nil {
+	if v := t.Verify(); v != nil {
 		rare.Verify = cloneVerify(v)
 	} else if v := p.Defaults.Verify; v != nil {
 		rare.Verify = cloneVerify(v)
@@ -143,10 +143,10 @@ func (p *Plan) resolveTask(t *Task, base *Retry, env []string) Resolved {
 }
 
 func deps(t *Task) []string {
-	d := make([]string, 0, len(t.DependsOn)+len(t.Base)+len(t.Needs))
+	d := make([]string, 0, len(t.DependsOn)+len(t.Base())+len(t.Needs()))
 	d = append(d, t.DependsOn...)
-	d = append(d, t.Base...)
-	for _, n := range t.Needs {
+	d = append(d, t.Base()...)
+	for _, n := range t.Needs() {
 		d = append(d, n.From)
 	}
 	slices.Sort(d)

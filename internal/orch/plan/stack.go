@@ -17,7 +17,7 @@ const StackKey = "base"
 // are parallel work, each against the same tree, not one line of work) and a learn task (its
 // products feed no other task; see learn.go, which reports that one).
 func (v *validator) stackBases(tp string, t *Task, groups map[string]bool) {
-	for k, b := range t.Base {
+	for k, b := range t.Base() {
 		if groups[b] {
 			v.add(tp+".base["+strconv.Itoa(k)+"]", "task %q is a fan_out group: its items' patches are parallel work on one tree, "+
 				"not one line of work to build on; stack on a task that gathers them (needs from %q, applying each patch) instead", b, b)
@@ -97,7 +97,7 @@ func (v *validator) stackDepths(p *Plan) {
 		walk = append(walk[:0], frame{i: root})
 		for len(walk) > 0 {
 			f := &walk[len(walk)-1]
-			base := p.Tasks[f.i].Base
+			base := p.Tasks[f.i].Base()
 			if f.next < len(base) {
 				j, ok := ids[base[f.next]]
 				f.next++
@@ -130,7 +130,7 @@ func (v *validator) stackDepths(p *Plan) {
 		end := from
 		for {
 			j := ids[end]
-			_, next := deepest(p.Tasks[j].Base)
+			_, next := deepest(p.Tasks[j].Base())
 			if next == "" {
 				break
 			}
@@ -143,11 +143,11 @@ func (v *validator) stackDepths(p *Plan) {
 		t := &p.Tasks[i]
 		// Only the first task past the cap on each chain: its dependents are past it too.
 		if depth[i] == MaxStack+1 {
-			report("tasks["+strconv.Itoa(i)+"].base", t.Base)
+			report("tasks["+strconv.Itoa(i)+"].base", t.Base())
 		}
-		if fo := t.FanOut; fo != nil {
-			if d, _ := deepest(fo.Template.Base); d > MaxStack {
-				report("tasks["+strconv.Itoa(i)+"].fan_out.template.base", fo.Template.Base)
+		if fo := t.FanOut(); fo != nil {
+			if d, _ := deepest(fo.Template.Base()); d > MaxStack {
+				report("tasks["+strconv.Itoa(i)+"].fan_out.template.base", fo.Template.Base())
 			}
 		}
 	}

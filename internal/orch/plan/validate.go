@@ -190,7 +190,7 @@ func (v *validator) budgets(p *Plan, doc *planDoc) {
 			v.add(tp, "%v", err)
 			continue
 		}
-		p.Tasks[i].Budget = *b
+		p.Tasks[i].rare().Budget = *b
 	}
 }
 
@@ -356,8 +356,9 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 	v.target(tp+".target", doc.Target)
 	t.Env = v.envs(tp+".env", doc.Env)
 	t.Input = v.input(tp+".input", doc.Input)
-	t.Timeout = v.timeout(tp+".timeout", doc.Timeout)
-	t.Retry = v.retry(tp+".retry", doc.Retry, defaultRetry)
+	var rare TaskRare
+	rare.Timeout = v.timeout(tp+".timeout", doc.Timeout)
+	rare.Retry = v.retry(tp+".retry", doc.Retry, defaultRetry)
 
 	if n := len(doc.DependsOn); n > MaxDependsOn {
 		v.add(tp+".depends_on", "%d dependencies; at most %d", n, MaxDependsOn)
@@ -373,9 +374,9 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 			}
 		}
 	}
-	t.Base = v.base(tp+".base", self, doc.Base, ids, g)
-	t.Needs = v.needs(tp+".needs", self, doc.Needs, ids, g)
-	if _, clash := t.Needs[StackKey]; clash && len(t.Base) > 0 {
+	rare.Base = v.base(tp+".base", self, doc.Base, ids, g)
+	rare.Needs = v.needs(tp+".needs", self, doc.Needs, ids, g)
+	if _, clash := rare.Needs[StackKey]; clash && len(rare.Base) > 0 {
 		v.add(tp+".needs."+StackKey, "a stacked task's bases are mounted under /agora/inputs/%s/TASK/: name this input otherwise", StackKey)
 	}
 	t.Locks = v.locks(tp+".locks", doc.Locks)
@@ -384,11 +385,15 @@ func (v *validator) task(t *Task, doc *taskDoc, tp string, ids map[string]int, g
 	// decoded locks once they are the task's. A large plan's are then not all alive at once
 	// beside the tasks built from them.
 	doc.Input, doc.Locks = nil, nil
-	t.Grants = v.grants(tp+".grants", doc.Grants)
-	t.Verify = v.verify(tp+".verify", doc.Verify)
-	t.Review = v.review(tp+".review", doc.Review)
-	t.OnFail = v.onFail(tp+".on_fail", doc.OnFail)
-	t.Learn = doc.Learn != nil && *doc.Learn
+	rare.Grants = v.grants(tp+".grants", doc.Grants)
+	rare.Verify = v.verify(tp+".verify", doc.Verify)
+	rare.Review = v.review(tp+".review", doc.Review)
+	rare.OnFail = v.onFail(tp+".on_fail", doc.OnFail)
+	rare.Learn = doc.Learn != nil && *doc.Learn
+	if !rare.isZero() {
+		own := rare // copied here, so a task that sets none of them allocates none
+		t.Rare = &own
+	}
 }
 
 // base checks a task's base list: known tasks, none twice, not itself, at most MaxDependsOn;

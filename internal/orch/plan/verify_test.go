@@ -89,10 +89,10 @@ func TestParse_VerifyChangesExpect(t *testing.T) {
 	p := mustParse(t, src)
 	want := verdict.Spec{Command: []string{"python3", "run_tests.py"}, Changes: []string{"src/**", "docs/**"},
 		Protect: []string{"src/fixtures/**"}, Expect: &verdict.Expect{JUnit: "junit.xml", MinTests: 3}}
-	if diff := cmp.Diff(&want, p.Tasks[0].Verify); diff != "" {
+	if diff := cmp.Diff(&want, p.Tasks[0].Verify()); diff != "" {
 		t.Errorf("task a's gate (-want +got):\n%s", diff)
 	}
-	if e := p.Tasks[1].Verify.Expect; e == nil || e.JUnit != "r.xml" || e.MinTests != 0 || e.Min() != 1 {
+	if e := p.Tasks[1].Verify().Expect; e == nil || e.JUnit != "r.xml" || e.MinTests != 0 || e.Min() != 1 {
 		t.Errorf("task b's expect %+v", e)
 	}
 	c := string(p.Canonical())
@@ -108,7 +108,7 @@ func TestParse_VerifyChangesExpect(t *testing.T) {
 	}
 	r := p.Resolve()
 	r[0].Verify.Changes[0], r[0].Verify.Expect.MinTests = "x", 9
-	if p.Tasks[0].Verify.Changes[0] != "src/**" || p.Tasks[0].Verify.Expect.MinTests != 3 {
+	if p.Tasks[0].Verify().Changes[0] != "src/**" || p.Tasks[0].Verify().Expect.MinTests != 3 {
 		t.Error("Resolve shares the gate with the plan")
 	}
 	o, err := plan.ReadOutline(p.Canonical())

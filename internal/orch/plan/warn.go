@@ -60,9 +60,9 @@ func (p *Plan) GateWarnings(dirs []string) []Warning {
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
 		tp := "tasks[" + strconv.Itoa(i) + "]"
-		gate(tp+".verify", t.Verify)
-		if t.FanOut != nil {
-			gate(tp+".fan_out.template.verify", t.FanOut.Template.Verify)
+		gate(tp+".verify", t.Verify())
+		if t.FanOut() != nil {
+			gate(tp+".fan_out.template.verify", t.FanOut().Template.Verify())
 		}
 	}
 	if len(out) > maxWarnings {
