@@ -203,7 +203,7 @@ func (e *Engine) writeLog(ctx context.Context, tx *sql.Tx, b *batch) error {
 	if len(rec.tasks)+len(rec.inserts)+len(rec.ends) == 0 {
 		return nil
 	}
-	e.logBuf = rec.encode(e.logBuf[:0])
+	e.logBuf = rec.encodeWith(e.logBuf[:0], &e.recWire)
 	if _, err := tx.StmtContext(ctx, e.stmts.insertLog).ExecContext(ctx, e.logBuf, e.logRuns(b)); err != nil {
 		return fmt.Errorf("write the row log: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/plan"
+	"github.com/agora-dev/agora/internal/orch/rowlog"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -53,10 +54,11 @@ type Engine struct {
 	stmts stmts // the commit's statements, prepared in Open, closed when Run returns
 	args  []any // a commit's statement arguments, reused (multirow.go)
 
-	// The row log (rowlog.go, fold.go): the record being written and its bytes, reused;
-	// whether the current commit wrote a record; how many records wait; whether a run was
-	// sealed since the last fold.
+	// The row log (rowlog.go, fold.go): the record being written, its plain values and its
+	// bytes, reused; whether the current commit wrote a record; how many records wait; whether
+	// a run was sealed since the last fold.
 	rec       logRecord
+	recWire   rowlog.Record // rec as rowlog's plain values, reused
 	logBuf    []byte
 	logNames  []string            // the record's runs column (logRuns), reused
 	logNamed  map[string]struct{} // its names as a set

@@ -43,30 +43,6 @@ func TestLogRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzLogRecord: the decoder never panics, and what it accepts encodes back to bytes that
-// decode to the same record.
-func FuzzLogRecord(f *testing.F) {
-	f.Add(sampleRecord().encode(nil))
-	f.Add((&logRecord{}).encode(nil))
-	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeLogRecord(b)
-		if err != nil {
-			if !strings.Contains(err.Error(), errLogRecord.Error()) {
-				t.Fatalf("error %v does not say the record is damaged", err)
-			}
-			return
-		}
-		again, err := decodeLogRecord(r.encode(nil))
-		if err != nil {
-			t.Fatalf("re-encoded record does not decode: %v", err)
-		}
-		if !reflect.DeepEqual(r, again) {
-			t.Fatalf("round trip changed the record: %+v != %+v", r, again)
-		}
-	})
-}
-
 // TestFoldFailsWhole is the attack of a fold stopped halfway: the second record fires an
 // attempt whose row exists, so the fold fails after it updated the first record's task. The
 // fold and its records' deletion commit together: nothing of it stays, and both records wait.

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/agora-dev/agora/internal/compute/kubernetes/sandboxcheck"
 )
 
 // Backends a kubernetes target may use: a batch/v1 Job per dispatch (the default), or a
@@ -32,36 +33,14 @@ const SandboxCRD = "sandboxes.agents.x-k8s.io"
 // NetworkPolicy, env injection from claims). The controller adds a Service unless told not
 // to: spec.service is false (a pod that must reach nothing is reached by nothing).
 
-// sandboxObject is agent-sandbox's Sandbox (agents.x-k8s.io/v1beta1), the fields agora sets
-// and reads. Decoded from the apiserver's JSON: unknown fields are dropped, which is fine for
-// what agora reads (status conditions) and never written back (agora only patches metadata).
-type sandboxObject struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              sandboxSpec   `json:"spec"`
-	Status            sandboxStatus `json:"status,omitempty"`
-}
-
-type sandboxSpec struct {
-	PodTemplate sandboxPodTemplate `json:"podTemplate"`
-	// Service is whether the controller makes a Service for the pod: always false here.
-	Service *bool `json:"service,omitempty"`
-}
-
-type sandboxPodTemplate struct {
-	Metadata sandboxPodMetadata `json:"metadata"`
-	Spec     corev1.PodSpec     `json:"spec"`
-}
-
-type sandboxPodMetadata struct {
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-type sandboxStatus struct {
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	NodeName   string             `json:"nodeName,omitempty"`
-}
+// sandboxObject and its parts are agent-sandbox's Sandbox as agora reads it, in sandboxcheck
+// beside the check every Sandbox agora creates or adopts passes.
+type (
+	sandboxObject      = sandboxcheck.Sandbox
+	sandboxSpec        = sandboxcheck.Spec
+	sandboxPodTemplate = sandboxcheck.PodTemplate
+	sandboxPodMetadata = sandboxcheck.PodMetadata
+)
 
 type sandboxList struct {
 	metav1.TypeMeta `json:",inline"`
@@ -71,8 +50,7 @@ type sandboxList struct {
 
 // DeepCopyObject copies through JSON: the object is small and copied only by client
 // machinery (watch caches agora does not use).
-func (s *sandboxObject) DeepCopyObject() runtime.Object { return jsonCopy(s) }
-func (l *sandboxList) DeepCopyObject() runtime.Object   { return jsonCopy(l) }
+func (l *sandboxList) DeepCopyObject() runtime.Object { return jsonCopy(l) }
 
 func jsonCopy[T any](v *T) *T {
 	b, err := json.Marshal(v)

@@ -39,18 +39,3 @@ func (p *Provider) checkPoolPod(lbl, annotations map[string]string, pod *corev1.
 	}
 	return nil
 }
-
-// poolTokenSource reports whether v is exactly the pool pod's projected token: one
-// ServiceAccount token for audience, living at most an hour, and nothing else (no Secret, no
-// ConfigMap, no downward API, no cluster trust bundle).
-func poolTokenSource(v corev1.Volume, audience string) bool {
-	pr := v.Projected
-	if pr == nil || v.EmptyDir != nil || len(pr.Sources) != 1 {
-		return false
-	}
-	src := pr.Sources[0]
-	t := src.ServiceAccountToken
-	return t != nil && src.Secret == nil && src.ConfigMap == nil && src.DownwardAPI == nil && src.ClusterTrustBundle == nil &&
-		src.PodCertificate == nil && t.Audience == audience && t.ExpirationSeconds != nil && *t.ExpirationSeconds <= 3600 &&
-		t.Path == "token" && (pr.DefaultMode == nil || *pr.DefaultMode&0o007 == 0)
-}

@@ -1,4 +1,4 @@
-package kubernetes
+package sandboxcheck
 
 import (
 	"maps"
@@ -6,19 +6,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-
-	"github.com/agora-dev/agora/internal/compute"
 )
 
-// checkSandboxPod is checkSandbox's part for the fields a Job's pod fixes that the rules there
-// do not read: a container's security context overrides the pod's (a container
-// with runAsUser 0 runs as root under a pod that says runAsNonRoot, an Unconfined seccomp
-// profile there beats the pod's RuntimeDefault), and an editor of Sandboxes may also open a host
-// port, keep the pod past its NetworkPolicy with a grace period, lift its deadline or limits,
-// or choose its node. The rules are what agora builds (job.go): no container-level user, group
-// or profile of its own, no ports, no grace, the dispatch's deadline and resources, the
-// target's node selector.
-func (p *Provider) checkSandboxPod(annotations map[string]string, pod *corev1.PodSpec, s compute.Spec, r podRules, bad func(string, ...any)) {
+// checkPodFixed is CheckPod's part for the fields a Job's pod fixes that the rules there do
+// not read: a container's security context overrides the pod's (a container with runAsUser 0
+// runs as root under a pod that says runAsNonRoot, an Unconfined seccomp profile there beats
+// the pod's RuntimeDefault), and an editor of Sandboxes may also open a host port, keep the
+// pod past its NetworkPolicy with a grace period, lift its deadline or limits, or choose its
+// node. The rules are what agora builds (the kubernetes provider's job.go): no container-level
+// user, group or profile of its own, no ports, no grace, the dispatch's deadline and
+// resources, the target's node selector.
+func checkPodFixed(r Pod, want map[string]Container, annotations map[string]string, pod *corev1.PodSpec, bad func(string, ...any)) {
 	if sc := pod.SecurityContext; sc != nil {
 		switch {
 		case sc.RunAsGroup == nil || *sc.RunAsGroup == 0, sc.FSGroup == nil || *sc.FSGroup == 0, len(sc.SupplementalGroups) > 0:
@@ -35,26 +33,22 @@ func (p *Provider) checkSandboxPod(annotations map[string]string, pod *corev1.Po
 	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 0 {
 		bad("terminationGracePeriodSeconds is not 0: the pod would outlive its NetworkPolicy at cancel")
 	}
-	deadline := r.deadline
+	deadline := r.Deadline
 	if (deadline == nil) != (pod.ActiveDeadlineSeconds == nil) || (deadline != nil && *deadline != *pod.ActiveDeadlineSeconds) {
 		bad("activeDeadlineSeconds %v, want %v (the dispatch's timeout)", derefOr(pod.ActiveDeadlineSeconds, 0), derefOr(deadline, 0))
 	}
 	switch {
 	case pod.NodeName != "", len(pod.Tolerations) > 0, pod.Affinity != nil, len(pod.TopologySpreadConstraints) > 0:
 		bad("the pod chooses its node (nodeName, tolerations, affinity or spread)")
-	case !maps.Equal(pod.NodeSelector, p.opts.NodeSelector):
-		bad("nodeSelector %v, want the target's %v", pod.NodeSelector, p.opts.NodeSelector)
+	case !maps.Equal(pod.NodeSelector, r.NodeSelector):
+		bad("nodeSelector %v, want the target's %v", pod.NodeSelector, r.NodeSelector)
 	}
-	res := p.resources(s.Limits)
 	for _, c := range append(append([]corev1.Container(nil), pod.InitContainers...), pod.Containers...) {
 		if len(c.Ports) > 0 {
 			bad("container %q declares ports (a host port reaches the pod from outside)", c.Name)
 		}
-		want := res
-		if c.Name == fillContainer {
-			want = fillResources(res)
-		}
-		if !equality.Semantic.DeepEqual(c.Resources, want) {
+		// A container not among want's is refused by name already.
+		if w, ok := want[c.Name]; ok && !equality.Semantic.DeepEqual(c.Resources, w.Resources) {
 			bad("container %q's resources are not the dispatch's limits", c.Name)
 		}
 		if sc := c.SecurityContext; sc != nil && (sc.RunAsUser != nil || sc.RunAsGroup != nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
