@@ -13,7 +13,9 @@
 #                                      /agora/bin, over the toolchain's busybox and git:
 #                                      `agora orch serve` in a cluster, with repositories.
 #   localhost/agora-toolchain:<hash>   FROM scratch, busybox-static and git copied from this
-#                                      host: what the container tests run the worker in.
+#                                      host, with the tools agora selftest's attacks use (curl,
+#                                      perl, python3, make, ...: add_attack_tools): what the
+#                                      container tests run the worker in.
 #
 # Each image is rebuilt only when its inputs change (a label on the image records their
 # hash). The last lines printed are the digest references to put in agora.yaml:
@@ -97,12 +99,19 @@ copy_elf() {
   done
 }
 
-# install_missing: busybox-static and git, when missing and this shell may install packages
-# (root, or passwordless sudo, with apt-get), as scripts/k8s-node.sh does; else say how.
+# install_missing: busybox-static, git and the attack tools' packages, when missing and this
+# shell may install packages (root, or passwordless sudo, with apt-get), as
+# scripts/k8s-node.sh does; else say how.
 install_missing() {
   local need=() sudo=()
   [ -x /bin/busybox ] || need+=(busybox-static)
   [ -x /usr/bin/git ] || need+=(git)
+  # The toolchain image's attack tools that are not part of every Debian (add_attack_tools).
+  [ -x /usr/bin/curl ] || need+=(curl)
+  [ -x /usr/bin/python3.11 ] || need+=(python3.11-minimal)
+  [ -x /usr/bin/make ] || need+=(make)
+  [ -x /usr/sbin/setcap ] || need+=(libcap2-bin)
+  [ -x /usr/sbin/nft ] || need+=(nftables)
   [ ${#need[@]} -eq 0 ] && return 0
   if ! command -v apt-get >/dev/null ||
     { [ "$(id -u)" != 0 ] && ! { command -v sudo >/dev/null && sudo -n true 2>/dev/null; }; }; then
@@ -142,6 +151,43 @@ make_rootfs() {
   printf 'root:x:0:\nnogroup:x:65534:\n' >"$rootfs/etc/group"
 }
 
+# The packages whose programs agora selftest's attacks and legitimate operations use, past
+# busybox and git: curl (the network and gateway attacks speak HTTP), perl-base (the process
+# and socket attacks; its core modules, POSIX and Socket among them), python3.11 (the
+# loopback server and unittest operations), make, getent (libc-bin), prlimit (util-linux),
+# setcap and getcap (libcap2-bin), nft (nftables), and base-files' os-release. Go is not
+# among them (270 MB, saved and imported by every container and node test): legit-go is not
+# run in this image, saying go is missing in it.
+attack_packages=(curl libcurl4 perl-base python3.11-minimal libpython3.11-minimal libpython3.11-stdlib
+  make libc-bin util-linux libcap2-bin nftables base-files)
+
+# add_attack_tools ROOTFS: those programs copied from this host into ROOTFS, with their
+# shared libraries and, for perl and python, their modules (each package's files under
+# /usr/lib, python's extension modules with their libraries), so that in the toolchain image
+# the attacks run rather than report a tool missing (docs/selftest.md). Only the toolchain
+# image has them: the agora image needs none.
+add_attack_tools() {
+  local rootfs=$1 f
+  for f in /usr/bin/curl /usr/bin/perl /usr/bin/python3.11 /usr/bin/make /usr/bin/getent \
+    /usr/bin/prlimit /usr/sbin/setcap /usr/sbin/getcap /usr/sbin/nft; do
+    copy_elf "$f" "$rootfs"
+  done
+  ln -s python3.11 "$rootfs/usr/bin/python3"
+  for f in $(dpkg-query -L perl-base libpython3.11-minimal libpython3.11-stdlib | grep '^/usr/lib/'); do
+    if [ -L "$f" ]; then copy_at "$f" "$rootfs"
+    elif [ ! -f "$f" ]; then continue
+    elif [[ $f == *.so ]]; then copy_elf "$f" "$rootfs"
+    else copy_at "$f" "$rootfs"; fi
+  done
+  copy_at /usr/lib/os-release "$rootfs"
+  ln -s ../usr/lib/os-release "$rootfs/etc/os-release"
+}
+
+# attack_tools_inputs: what add_attack_tools copies, as package versions.
+attack_tools_inputs() {
+  dpkg-query -W "${attack_packages[@]}" 2>/dev/null
+}
+
 # rootfs_inputs: what make_rootfs copies, as package versions, for an image's inputs hash.
 rootfs_inputs() {
   dpkg-query -W busybox-static git git-man ca-certificates libc6 2>/dev/null
@@ -155,16 +201,26 @@ need_rootfs_tools() {
   done
 }
 
+need_attack_tools() {
+  local f
+  for f in /usr/bin/curl /usr/bin/perl /usr/bin/python3.11 /usr/bin/make /usr/bin/getent \
+    /usr/bin/prlimit /usr/sbin/setcap /usr/sbin/getcap /usr/sbin/nft /usr/lib/os-release; do
+    [ -e "$f" ] || { echo "agora images: $f is missing: apt-get install ${attack_packages[*]}" >&2; exit 2; }
+  done
+}
+
 build_toolchain() {
   local ctx inputs tag
   need_rootfs_tools
-  inputs=$( { cat "$root/images/agora-toolchain.Containerfile" "$0"; rootfs_inputs; } | sha256sum | cut -c1-16)
+  need_attack_tools
+  inputs=$( { cat "$root/images/agora-toolchain.Containerfile" "$0"; rootfs_inputs; attack_tools_inputs; } | sha256sum | cut -c1-16)
   tag="localhost/agora-toolchain:$inputs"
   if [ "$(current "$tag")" != "$inputs" ]; then
     echo "agora images: building $tag" >&2
     ctx=$(mktemp -d)
     trap 'rm -rf "$ctx"' RETURN
     make_rootfs "$ctx/rootfs"
+    add_attack_tools "$ctx/rootfs"
     cp "$root/images/agora-toolchain.Containerfile" "$ctx/Containerfile"
     podman build -q --label "agora.inputs=$inputs" -t "$tag" "$ctx" >/dev/null
   fi

@@ -292,7 +292,7 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 		limits.owner, limits.disk = nil, 0
 	}
 	st := stageAt(d.StateDir, r.ID)
-	st.owner, st.sandboxed = limits.owner, limits.sandboxed
+	st.owner, st.sandboxed, st.podFiles = limits.owner, limits.sandboxed, limits.podFiles
 	if st.sandboxed && st.owner == nil {
 		// The first supervisor bound the shared entry of the pinned content at /agora/bundle,
 		// with the dispatch's manifest.json over it (writeBundle, bundleBinds): the spec is

@@ -121,6 +121,10 @@ func TestDispatch_RealPodSamePatchAsLocal(t *testing.T) {
 			if !strings.HasPrefix(r.ProviderTaskID, "k8s:") {
 				t.Errorf("task id %q, want k8s:<namespace>/<job>", r.ProviderTaskID)
 			}
+			// The pod writes its own emptyDirs, which no quota of the stage bounds.
+			if !strings.HasSuffix(r.Isolation, "+disk-unenforced") || strings.Contains(r.Isolation, "disk-quota") {
+				t.Errorf("isolation %q, want +disk-unenforced and no disk-quota: the pod's workspace is on no quota", r.Isolation)
+			}
 			checkGatewayPeers(t, n)
 			n.logPodTimeline(t)
 		}

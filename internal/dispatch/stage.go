@@ -48,6 +48,10 @@ type stage struct {
 	owner *compute.HostUser
 	// sandboxed is false for `sandbox: none`, which gets neither the owner nor the quota.
 	sandboxed bool
+	// podFiles is true when the sandbox writes files of its own, not the stage's: a
+	// kubernetes pod's workspace and out directory are emptyDirs on its node, which the
+	// stage only uploads and downloads, so no quota of the stage bounds what it writes.
+	podFiles bool
 	// held is the stage's entry in the held index (see heldDir).
 	held string
 	// capFiles is the capability files' layout (capabilityFilesDir).
@@ -81,6 +85,7 @@ const heldDir = ".held"
 // stageLimits are what a root agora enforces itself for one dispatch.
 type stageLimits struct {
 	sandboxed bool
+	podFiles  bool // see stage.podFiles
 	owner     *compute.HostUser
 	disk      int64 // bytes; 0: no quota is mounted
 }
@@ -90,7 +95,7 @@ type stageLimits struct {
 // the kernel's process limit binds already, and cannot mount. `sandbox: none` is the explicit
 // escape and gets neither: it runs as the invoking user on the host's own files.
 func limitsFor(target config.Target, sandbox, id string) stageLimits {
-	l := stageLimits{sandboxed: sandbox != compute.SandboxNone}
+	l := stageLimits{sandboxed: sandbox != compute.SandboxNone, podFiles: target.Provider == config.ProviderKubernetes}
 	if !l.sandboxed || os.Geteuid() != 0 {
 		return l
 	}
@@ -151,7 +156,7 @@ func newStage(stateDir, id string, l stageLimits) (*stage, error) {
 // stage directory (logs, phase, inputs, gateway) is the dispatch's own: nothing is mounted.
 func newStageFrom(stateDir, id string, l stageLimits, pre *prestaged) (*stage, error) {
 	s := stageAt(stateDir, id)
-	s.disk, s.owner, s.sandboxed = "", l.owner, l.sandboxed
+	s.disk, s.owner, s.sandboxed, s.podFiles = "", l.owner, l.sandboxed, l.podFiles
 	if err := s.hold(); err != nil {
 		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 	}
@@ -255,12 +260,15 @@ func (s *stage) handOver(paths ...string) error {
 }
 
 // isolation appends to what the provider enforced the stage's own share: the disk quota, or
-// the word that there is none. `sandbox: none` stays exactly "none".
+// the word that there is none. `sandbox: none` stays exactly "none". A pod's files are its
+// own (podFiles): its workspace is an emptyDir the kubelet evicts past its sizeLimit when it
+// next looks, not a quota that refuses the write, so its record says disk-unenforced even
+// when the stage's copy sits on a quota.
 func (s *stage) isolation(provider string) string {
 	switch {
 	case !s.sandboxed || provider == "":
 		return provider
-	case s.disk != "":
+	case s.disk != "" && !s.podFiles:
 		return provider + "+disk-quota"
 	}
 	return provider + "+disk-unenforced"

@@ -146,29 +146,20 @@ func agora(t *testing.T, bin, home string, args ...string) []byte {
 	return out
 }
 
-// logTimes logs the run's wall time, the slowest attacks and each class's summed attack time:
-// the numbers docs/selftest.md's "Wall time" quotes.
+// logTimes logs the run's wall time, the slowest attacks and each class's summed attack time
+// and rows (the report's classes): the numbers docs/BENCHMARKS.md quotes.
 func logTimes(t *testing.T, rep selftest.Report) {
 	t.Helper()
-	byClass := map[string]float64{}
 	rows := append([]selftest.Row(nil), rep.Rows...)
-	for _, r := range rows {
-		byClass[r.Class] += r.Seconds
-	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Seconds > rows[j].Seconds })
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\nslowest:", rep.Summary())
 	for _, r := range rows[:min(5, len(rows))] {
 		fmt.Fprintf(&b, " %s %.1f s;", r.ID, r.Seconds)
 	}
-	b.WriteString("\nby class (attack seconds, summed):")
-	classes := make([]string, 0, len(byClass))
-	for c := range byClass {
-		classes = append(classes, c)
-	}
-	sort.Strings(classes)
-	for _, c := range classes {
-		fmt.Fprintf(&b, " %s %.1f;", c, byClass[c])
+	b.WriteString("\nby class (attack seconds summed, rows):")
+	for _, c := range rep.Classes {
+		fmt.Fprintf(&b, " %s %.1f (%d);", c.Class, c.Seconds, c.Rows)
 	}
 	t.Log(b.String())
 }

@@ -37,6 +37,19 @@ type seen struct {
 // diskFix is agora doctor's fix for its disk-quota row.
 const diskFix = "agora doctor's disk-quota row: run agora as root (or give it CAP_SYS_ADMIN) to enforce targets.<name>.disk"
 
+// podDiskFix is what bounds a kubernetes target's disk: nothing agora enforces at once. The
+// pod's workspace is an emptyDir the kubelet evicts past its size limit when it next looks,
+// not a quota that refuses the write, so the record says disk-unenforced.
+const podDiskFix = "none in agora: bound the pods' ephemeral storage with a LimitRange or the kubelet's eviction thresholds (docs/providers-k8s.md)"
+
+// fix is what makes a not-enforced row enforceable on this run's provider.
+func (r *run) fix() string {
+	if r.o.Provider == "kubernetes" {
+		return podDiskFix
+	}
+	return diskFix
+}
+
 // attack dispatches a and decides its row.
 func (r *run) attack(ctx context.Context, a Attack) Row {
 	row := Row{ID: a.ID, Class: a.Class, Expected: a.Expect, Control: a.Control}
@@ -58,7 +71,7 @@ func (r *run) attack(ctx context.Context, a Attack) Row {
 		row.Seen, row.Evidence = NotRun, err.Error()
 	}
 	if row.Seen == NotEnforced {
-		row.Fix = diskFix
+		row.Fix = r.fix()
 	}
 	row.Pass = row.Seen == a.Expect
 	return row
@@ -114,7 +127,7 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 		case "refused":
 			return Blocked, "refused: " + said + " (" + rec + ")"
 		}
-		return NotRun, "the program left no report (" + rec + ")"
+		return NotRun, "the program left no report (" + rec + ": " + s.rec.Detail + ")"
 	case ObserveSecret:
 		if strings.Contains(said, r.secret) {
 			return Allowed, "the program read the host's secret"

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,6 +123,47 @@ func TestReport_SummaryAndDigest(t *testing.T) {
 	rep.finish(0)
 	if rep.Digest == d || rep.OK() || !strings.HasPrefix(rep.Digest, "sha256:") {
 		t.Errorf("digest %s after a row changed (was %s), OK %v", rep.Digest, d, rep.OK())
+	}
+}
+
+// TestDecide_DiskQuotaFromTheRecord: a disk-quota attack is enforced only when the record's
+// isolation names the quota; a pod's record says disk-unenforced (its workspace is an
+// emptyDir, on no quota), so the row is not enforced there, with the fix for pods.
+func TestDecide_DiskQuotaFromTheRecord(t *testing.T) {
+	a := Attack{Expect: Blocked, Observe: ObserveReason, Arg: "limit-exceeded", Needs: NeedsDiskQuota}
+	filled := func(isolation string) seen {
+		return seen{canary: []byte("n"), rec: record{State: "failed", Reason: "limit-exceeded", Isolation: isolation}}
+	}
+	for _, tc := range []struct {
+		provider, isolation, want, fix string
+	}{
+		{"local", "bwrap+rlimits+runas+disk-quota", Blocked, ""},
+		{"local", "bwrap+rlimits+disk-unenforced", NotEnforced, diskFix},
+		{"kubernetes", "kubernetes+restricted+readonly+nonroot+netpol+disk-unenforced", NotEnforced, podDiskFix},
+	} {
+		r := &run{o: Options{Provider: tc.provider}}
+		got, ev := r.decide(a, "n", filled(tc.isolation))
+		if got != tc.want {
+			t.Errorf("%s, isolation %s: seen %s (%s), want %s", tc.provider, tc.isolation, got, ev, tc.want)
+		}
+		if tc.fix != "" && r.fix() != tc.fix {
+			t.Errorf("%s: fix %q, want %q", tc.provider, r.fix(), tc.fix)
+		}
+	}
+}
+
+// TestReport_ClassTimes: each class's rows counted and their seconds summed, most first.
+func TestReport_ClassTimes(t *testing.T) {
+	rep := &Report{Rows: []Row{
+		{ID: "a", Class: "network", Seconds: 1.5},
+		{ID: "b", Class: "host-read", Seconds: 4},
+		{ID: "c", Class: "network", Seconds: 2.25},
+		{ID: "d", Class: "audit", Seconds: 0.5},
+	}}
+	rep.finish(0)
+	want := []ClassTime{{"host-read", 1, 4}, {"network", 2, 3.75}, {"audit", 1, 0.5}}
+	if !slices.Equal(rep.Classes, want) {
+		t.Errorf("Classes = %v, want %v", rep.Classes, want)
 	}
 }
 

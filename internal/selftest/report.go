@@ -1,11 +1,15 @@
 package selftest
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -54,8 +58,44 @@ type Report struct {
 	// boundary seen breaking.
 	NotRun int    `json:"not_run"`
 	Digest string `json:"digest"`
+	// Classes is the rows' wall time summed by class, most first: attack-seconds, more
+	// than the run's since attacks run at once (docs/BENCHMARKS.md quotes them).
+	Classes []ClassTime `json:"classes"`
 	// OtherProviders are the entries left out because they are for other providers only.
 	OtherProviders []string `json:"other_providers,omitempty"`
+}
+
+// ClassTime is one class's share of a run: its rows and their seconds summed.
+type ClassTime struct {
+	Class   string  `json:"class"`
+	Rows    int     `json:"rows"`
+	Seconds float64 `json:"seconds"`
+}
+
+// classTimes sums rows' seconds by class, most first (then by name).
+func classTimes(rows []Row) []ClassTime {
+	at := map[string]int{}
+	var cs []ClassTime
+	for _, row := range rows {
+		i, ok := at[row.Class]
+		if !ok {
+			i = len(cs)
+			at[row.Class] = i
+			cs = append(cs, ClassTime{Class: row.Class})
+		}
+		cs[i].Rows++
+		cs[i].Seconds += row.Seconds
+	}
+	for i := range cs {
+		cs[i].Seconds = math.Round(cs[i].Seconds*1000) / 1000
+	}
+	slices.SortFunc(cs, func(a, b ClassTime) int {
+		if c := cmp.Compare(b.Seconds, a.Seconds); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Class, b.Class)
+	})
+	return cs
 }
 
 // finish counts the rows and digests the table.
@@ -85,6 +125,7 @@ func (r *Report) finish(elapsed time.Duration) {
 		}
 	}
 	r.Digest = tableDigest(r.Rows)
+	r.Classes = classTimes(r.Rows)
 }
 
 // OK reports whether every attack was blocked and every legitimate operation worked.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -48,6 +47,7 @@ func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string, prox
 	env["AGORA_DISPATCH_ID"] = m.DispatchID
 	env["AGORA_OUT"] = filepath.Join(root, wire.OutDir)
 	env["AGORA_WORKSPACE"] = filepath.Join(root, wire.WorkspaceDir)
+	trustWorkspaceRoot(env, env["AGORA_WORKSPACE"])
 	env[wire.CapabilitiesEnv] = filepath.Join(root, wire.CapabilityFilesDir)
 	if fi, err := os.Stat(filepath.Join(root, wire.InputsDir)); err == nil && fi.IsDir() {
 		env["AGORA_INPUTS"] = filepath.Join(root, wire.InputsDir)
@@ -70,13 +70,7 @@ func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string, prox
 // read only from protected configuration, which GIT_CONFIG_COUNT is (command-line scope);
 // it is added after any pairs the env bundle set.
 func refuseImplicitBareRepos(env map[string]string) {
-	n, err := strconv.Atoi(env["GIT_CONFIG_COUNT"])
-	if err != nil || n < 0 || n > 1000 {
-		n = 0
-	}
-	env["GIT_CONFIG_KEY_"+strconv.Itoa(n)] = "safe.bareRepository"
-	env["GIT_CONFIG_VALUE_"+strconv.Itoa(n)] = "explicit"
-	env["GIT_CONFIG_COUNT"] = strconv.Itoa(n + 1)
+	addGitConfig(env, "safe.bareRepository", "explicit")
 }
 
 // runtimeFor returns the adapter for a runtime name, from the one table of adapters

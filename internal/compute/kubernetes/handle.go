@@ -299,9 +299,13 @@ func (h *handle) exitOfPod(ctx context.Context, pod *corev1.Pod) (compute.Exit, 
 // exitOf maps a terminated container to an exit: 128+n is signal n, as the runtime reports it;
 // remote.ExitGatewayUnreachable is the worker's (or its fetch step's) report that the gateway
 // did not answer across its retries. Both containers' exit status is agora's own process's
-// (the worker is the container's first process), never the agent's.
+// (the worker is the container's first process), never the agent's. The runtime reports a
+// container OOMKilled when any process of it met the memory cgroup's OOM killer, which takes
+// the largest (the agent's, as a rule), not only when the worker was: a worker that exited 0
+// ended on its own and vouches for its result, so only a worker that did not is counted
+// killed.
 func exitOf(t *corev1.ContainerStateTerminated) compute.Exit {
-	if t.Reason == "OOMKilled" {
+	if t.Reason == "OOMKilled" && t.ExitCode != 0 {
 		return compute.Exit{Code: -1, Signal: "killed"}
 	}
 	if c := t.ExitCode; c > 128 && c < 128+65 {

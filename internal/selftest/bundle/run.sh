@@ -49,11 +49,21 @@ report() {
 	printf '%s\t%s\n' "$1" "$(printf '%s' "$2" | tr '\n\t' '  ' | cut -c1-400)" >"$out/report"
 }
 
+# missing TOOL [WHERE] reports that TOOL, which the attack needs, is not installed (not run),
+# and where it would come from: on bubblewrap the sandbox's tools are this host's (its /usr),
+# on docker and kubernetes the target's image's. WHERE says where the attack looked.
+missing() {
+	case "$provider" in
+	docker | kubernetes) report missing "$1 is not installed in the sandbox: it is missing in the target's image${2:+ $2}" ;;
+	*) report missing "$1 is not installed in the sandbox: it is missing on this host${2:+ $2}" ;;
+	esac
+}
+
 # attempt CMD... runs CMD: done with its output when it succeeds, refused with its error when
-# it fails.
+# it fails; missing when CMD is not installed.
 attempt() {
 	if ! command -v "$1" >/dev/null 2>&1; then
-		report missing "$1 is not installed in the sandbox"
+		missing "$1"
 		return
 	fi
 	if r=$("$@" 2>&1); then

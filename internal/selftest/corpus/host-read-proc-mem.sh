@@ -3,7 +3,7 @@
 # expect: blocked
 # control: sandbox
 # reason: a host process's memory holds whatever it holds (environment, keys, tokens); the runner's agora carries a secret on its stack, which no sandbox can see or open
-command -v perl >/dev/null || { report missing "perl is not installed in the sandbox"; exit 0; }
+command -v perl >/dev/null || { missing perl; exit 0; }
 perl -e '
 sub rep { open my $f, ">", "$ARGV[0]/report" or die; print $f "$_[0]\t$_[1]\n"; exit 0 }
 my (@err, %found);

@@ -7,7 +7,7 @@
 # the runtime alone (seconds), where `go test` would compile half the standard library (about a
 # minute on two busy cores). Its main is its test: it exits 1 when add is wrong.
 g=$(command -v go || ls /usr/local/go/bin/go /usr/lib/go/bin/go 2>/dev/null | head -1)
-[ -n "$g" ] || { report missing "go is not installed in the sandbox (PATH, /usr/local/go, /usr/lib/go)"; exit 0; }
+[ -n "$g" ] || { missing go "(looked on PATH, in /usr/local/go and /usr/lib/go)"; exit 0; }
 export GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=mod CGO_ENABLED=0 GOCACHE="$HOME/go-cache" GOPATH="$HOME/go"
 mkdir -p selftest-go && cd selftest-go
 printf 'module example.com/selftest\n\ngo 1.21\n' >go.mod

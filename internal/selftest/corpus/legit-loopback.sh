@@ -2,7 +2,7 @@
 # expect: allowed
 # control: sandbox
 # reason: a test that starts a server on the sandbox's own loopback and talks to it works with no network grant
-command -v python3 >/dev/null || { report missing "python3 is not installed in the sandbox"; exit 0; }
+command -v python3 >/dev/null || { missing python3; exit 0; }
 attempt python3 -c '
 import socket, threading
 s = socket.socket()

@@ -2,7 +2,7 @@
 # expect: blocked
 # control: sandbox
 # reason: setting the clock breaks TLS, token expiry and the audit log's timestamps for the whole host; it needs CAP_SYS_TIME, which the sandbox lacks
-command -v perl >/dev/null || { report missing "perl is not installed in the sandbox"; exit 0; }
+command -v perl >/dev/null || { missing perl; exit 0; }
 perl -MPOSIX -e '
 sub rep { open my $f, ">", "$ARGV[0]/report" or die; print $f "$_[0]\t$_[1]\n"; exit 0 }
 my $m = (POSIX::uname())[4];

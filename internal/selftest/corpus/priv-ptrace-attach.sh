@@ -2,7 +2,7 @@
 # expect: blocked
 # control: sandbox
 # reason: attaching to the worker (ptrace) would let the agent read its memory and steer its capture; the worker is non-dumpable and the sandbox holds no CAP_SYS_PTRACE
-command -v perl >/dev/null || { report missing "perl is not installed in the sandbox"; exit 0; }
+command -v perl >/dev/null || { missing perl; exit 0; }
 perl -MPOSIX -e '
 sub rep { open my $f, ">", "$ARGV[0]/report" or die; print $f "$_[0]\t$_[1]\n"; exit 0 }
 my $m = (POSIX::uname())[4];

@@ -4,7 +4,7 @@
 # control: limits
 # reason: empty files exhaust a file system's inodes with no bytes written; the quota's tmpfs caps them at one per 16 KiB of the target's disk
 # The files are removed before the report, so the capture that follows is not the test.
-command -v perl >/dev/null || { report missing "perl is not installed in the sandbox"; exit 0; }
+command -v perl >/dev/null || { missing perl; exit 0; }
 mkdir -p selftest-inodes
 perl -e '
 my $want = $ARGV[1] * 64 + 1;
