@@ -66,3 +66,31 @@ func TestModelReview(t *testing.T) {
 		}
 	}
 }
+
+// TestForgedWhere: the forgery counts wherever the outputs hold it, at any depth and by any
+// name, or on the standard output agora kept; a symlink out of the outputs is not followed.
+func TestForgedWhere(t *testing.T) {
+	out, elsewhere := t.TempDir(), t.TempDir()
+	m := mark("n")
+	if err := os.WriteFile(filepath.Join(elsewhere, "x"), []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(elsewhere, "x"), filepath.Join(out, "final.md")); err != nil {
+		t.Fatal(err)
+	}
+	if got := forgedWhere(seen{outputs: out}, m); got != "" {
+		t.Errorf("a symlink out of the outputs counts as a forgery: %q", got)
+	}
+	if got := forgedWhere(seen{outputs: out, logs: []byte("x " + m + " y")}, m); !strings.Contains(got, "on standard output") || strings.Contains(got, "outputs'") {
+		t.Errorf("standard output: got %q", got)
+	}
+	if err := os.MkdirAll(filepath.Join(out, "review"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "review", "FINAL.md"), []byte("{"+m+"}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := forgedWhere(seen{outputs: out}, m); !strings.Contains(got, "in the outputs' review/FINAL.md") {
+		t.Errorf("a nested output: got %q", got)
+	}
+}
