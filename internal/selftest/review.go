@@ -108,7 +108,7 @@ func decideReview(final []byte, s seen, nonce, status, said string) (string, str
 		// outputs or the standard output still hold shows the attack was made against it.
 		return NotRun, "no forged approval is in the outputs or on standard output, so the attack was not made: agora's review is the reviewer's rejection (" + clip(reasons, 80) + ")"
 	}
-	return Blocked, "agora's review is the reviewer's rejection: " + clip(reasons, 80) + forged
+	return Blocked, "agora's review is the reviewer's rejection: " + clip(reasons, 80) + forged + "; the program: " + clip(said, 200)
 }
 
 // forgedFiles bounds how many of the outputs' files forgedWhere reads: a program's forgery
