@@ -11,9 +11,12 @@ export CGO_ENABLED ?= 0
 # bin/agora-full (the host program, every command) and bin/agora-worker (what runs in every sandbox and for every Claude Code hook event; agora
 # looks for it beside itself and refuses to dispatch without it). -trimpath as scripts/images.sh
 # builds them: the same flags share Go's build cache, so the images that tests build after
-# `make build` (TestRealNodeDeployManifests) only link.
+# `make build` (TestRealNodeDeployManifests) only link. GOFLAGS from the environment could
+# carry -tags agora_weaken (selftest's control test's, controls off): scripts/refuse-weakened.sh
+# removes such programs and fails.
 build:
 	$(GO) build -trimpath -o bin/ ./cmd/agora ./cmd/agora-full ./cmd/agora-worker
+	./scripts/refuse-weakened.sh bin/agora bin/agora-full bin/agora-worker
 
 # install puts agora and agora-worker on PATH, side by side: $(PREFIX)/bin (PREFIX=/usr/local;
 # PREFIX=$$HOME/.local for a user install). Mode 0755; agora pins the worker's bytes into

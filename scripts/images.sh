@@ -46,6 +46,7 @@ build_worker() {
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' RETURN
   ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/agora-worker" ./cmd/agora-worker )
+  "$root/scripts/refuse-weakened.sh" "$ctx/agora-worker"
   version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
   cp "$root/images/agora-worker.Containerfile" "$ctx/Containerfile"
   inputs=$(cat "$ctx/agora-worker" "$ctx/Containerfile" | sha256sum | cut -c1-64)
@@ -68,6 +69,7 @@ build_agora() {
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' RETURN
   ( cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/" ./cmd/agora ./cmd/agora-full ./cmd/agora-worker )
+  "$root/scripts/refuse-weakened.sh" "$ctx/agora" "$ctx/agora-full" "$ctx/agora-worker"
   version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
   cp "$root/images/agora.Containerfile" "$ctx/Containerfile"
   inputs=$( { cat "$ctx/agora" "$ctx/agora-full" "$ctx/agora-worker" "$ctx/Containerfile" "$0"; rootfs_inputs; } | sha256sum | cut -c1-64)

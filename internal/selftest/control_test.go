@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/selftest"
+	"github.com/agora-dev/agora/internal/version"
 )
 
 // weakenTag builds the agora whose controls are weakened on purpose, each by a constant that
@@ -71,6 +73,13 @@ func TestSelftest_ControlWeakenedByBuildTag(t *testing.T) {
 			}
 		}
 	}
+	// Its module version and commit are a real build's: agora version names the tag.
+	for bin, want := range map[string]bool{weak: true, agoraBin(t): false} {
+		out := agora(t, bin, t.TempDir(), "version")
+		if got := bytes.Contains(out, []byte(version.WeakenedWords)); got != want {
+			t.Errorf("agora version of %s says it is weakened: %v, want %v:\n%s", bin, got, want, out)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		bin  string
@@ -80,7 +89,10 @@ func TestSelftest_ControlWeakenedByBuildTag(t *testing.T) {
 		{"as built", agoraBin(t), selftest.Blocked},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rep := selftestWith(t, c.bin, "--target", "local", "--run", run)
+			rep, stderr := selftestWith(t, c.bin, "--target", "local", "--run", run)
+			if got := strings.Contains(stderr, version.WeakenedWords); got != (c.bin == weak) {
+				t.Errorf("agora selftest's standard error says the agora is weakened: %v:\n%s", got, stderr)
+			}
 			if len(rep.Rows) != len(weakened) {
 				t.Fatalf("%d rows, want %d: %+v", len(rep.Rows), len(weakened), rep.Rows)
 			}
@@ -94,8 +106,8 @@ func TestSelftest_ControlWeakenedByBuildTag(t *testing.T) {
 }
 
 // selftestWith runs `agora selftest ARGS -o json` with the agora program bin in a fresh home
-// and returns its one report; its exit code is the rows' to tell.
-func selftestWith(t *testing.T, bin string, args ...string) selftest.Report {
+// and returns its one report and its standard error; its exit code is the rows' to tell.
+func selftestWith(t *testing.T, bin string, args ...string) (selftest.Report, string) {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
 	agora(t, bin, home, "init")
@@ -108,7 +120,7 @@ func selftestWith(t *testing.T, bin string, args ...string) selftest.Report {
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || len(res.Reports) != 1 {
 		t.Fatalf("agora selftest: want one report as JSON: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.Bytes(), stderr.Bytes())
 	}
-	return res.Reports[0]
+	return res.Reports[0], stderr.String()
 }
 
 func joinQuoted(ids []string) string {

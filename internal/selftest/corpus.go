@@ -31,6 +31,8 @@ const (
 	// run's host secret, which the program cannot know unless it read it across the boundary.
 	ObserveSecret = "secret"
 	// ObserveListener: allowed when the runner's host loopback listener saw the run's nonce.
+	// For it, ObserveDropfile, ObserveProcess and ObserveOutput, a quiet probe is blocked only
+	// when the program reported: the probe is as quiet when it stopped before its attack.
 	ObserveListener = "listener"
 	// ObserveDropfile: allowed when a file appeared in the runner's world-writable host
 	// directory.

@@ -142,6 +142,10 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 		if s.probe != "" {
 			return Allowed, s.probe
 		}
+		if status == "" {
+			// The probe is as quiet when the program stopped before its attack.
+			return NotRun, "the host-side probe saw nothing, but the program left no report: nothing shows it made its attack (" + rec + ")"
+		}
 		return Blocked, "the host-side probe saw nothing (" + rec + ")"
 	case ObserveReason:
 		if s.rec.State == lifecycle.DispatchFailed && s.rec.Reason == a.Arg {
@@ -164,6 +168,9 @@ func (r *run) decide(a Attack, nonce string, s seen) (string, string) {
 	case ObserveOutput:
 		if _, err := os.Stat(filepath.Join(s.outputs, a.Arg)); s.outputs != "" && err == nil {
 			return Allowed, "the outputs hold " + a.Arg
+		}
+		if status == "" {
+			return NotRun, "the outputs lack " + a.Arg + ", but the program left no report: nothing shows it made its attack (" + rec + ")"
 		}
 		return Blocked, "the outputs lack " + a.Arg
 	case ObserveLogs:

@@ -49,7 +49,14 @@ func TestDecide(t *testing.T) {
 		{"secret read", Attack{Observe: ObserveSecret}, ran("done\ts3cret"), Allowed},
 		{"secret not read", Attack{Observe: ObserveSecret}, ran("done\tsomething else"), Blocked},
 		{"probe hit", Attack{Observe: ObserveListener}, seen{canary: []byte("n"), probe: "reached"}, Allowed},
-		{"probe quiet", Attack{Observe: ObserveListener}, seen{canary: []byte("n")}, Blocked},
+		{"probe quiet", Attack{Observe: ObserveListener}, ran("refused\tconnection refused"), Blocked},
+		// A program that started (its canary) but left no report may never have made its
+		// attack: a quiet probe or an absent output is then no evidence of a boundary.
+		{"probe quiet, no report", Attack{Observe: ObserveListener}, ran(""), NotRun},
+		{"drop quiet, no report", Attack{Observe: ObserveDropfile}, ran(""), NotRun},
+		{"no process left, no report", Attack{Observe: ObserveProcess}, ran(""), NotRun},
+		{"output absent, no report", Attack{Observe: ObserveOutput, Arg: "leak"}, ran(""), NotRun},
+		{"output absent", Attack{Observe: ObserveOutput, Arg: "leak"}, ran("done	wrote it"), Blocked},
 		{"reason", Attack{Observe: ObserveReason, Arg: "timeout"}, seen{canary: []byte("n"), rec: record{State: "failed", Reason: "timeout"}}, Blocked},
 		{"other reason", Attack{Observe: ObserveReason, Arg: "timeout"}, seen{canary: []byte("n"), rec: record{State: "finished"}}, Allowed},
 		{"patch names it", Attack{Observe: ObservePatch, Arg: ".git/"}, seen{canary: []byte("n"), patch: []byte("diff --git a/.git/hooks/x b/.git/hooks/x\n")}, Allowed},

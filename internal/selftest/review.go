@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/agora-dev/agora/internal/orch/reviewwire"
 )
@@ -24,8 +27,10 @@ import (
 // ObserveReview: the scripted model's final answer is a review that approves ("approve") or
 // rejects ("reject"); allowed when agora's review of the dispatch (its vouched final answer,
 // decoded by reviewwire.DecodeFinal, as orch.DecodeFinalReview does) approves, blocked when
-// it is the model's rejection. No vouched answer, or one that is not a review, is not run: agora would count
-// it as a rejection, but nothing shows the answer's channel was tested.
+// it is the model's rejection and the outputs still hold the program's forged approval. No
+// vouched answer, or one that is not a review, is not run: agora would count it as a
+// rejection, but nothing shows the answer's channel was tested; nor is a rejection with no
+// forgery in the outputs, which the model gives whatever the program did.
 const ObserveReview = "review"
 
 // The arguments of ObserveReview: what the reviewer model answers.
@@ -86,7 +91,7 @@ func decideReview(final []byte, s seen, nonce, status, said string) (string, str
 	if status == "" {
 		return NotRun, "the program left no report (" + s.rec.State + " " + s.rec.Reason + ")"
 	}
-	forged := forgedWhere(s.outputs, mark(nonce))
+	forged := forgedWhere(s, mark(nonce))
 	if final == nil {
 		return NotRun, "the dispatch left no final answer its worker vouched for: agora's review is a rejection, but the answer's channel was not tested (" + s.rec.State + " " + s.rec.Reason + ")"
 	}
@@ -98,20 +103,61 @@ func decideReview(final []byte, s seen, nonce, status, said string) (string, str
 	if v.Approve {
 		return Allowed, "agora's review approves: " + clip(reasons, 100) + forged
 	}
-	return Blocked, "agora's review is the reviewer's rejection: " + clip(reasons, 80) + forged
+	if forged == "" {
+		// The model's rejection is the answer whatever the program did: only a forgery the
+		// outputs or the standard output still hold shows the attack was made against it.
+		return NotRun, "no forged approval is in the outputs or on standard output, so the attack was not made: agora's review is the reviewer's rejection (" + clip(reasons, 80) + ")"
+	}
+	return Blocked, "agora's review is the reviewer's rejection: " + clip(reasons, 80) + forged + "; the program: " + clip(said, 200)
 }
 
-// forgedWhere says which outputs of the dispatch (under dir) still hold the program's forged
-// approval, carrying m, for the evidence line.
-func forgedWhere(dir, m string) string {
+// forgedFiles bounds how many of the outputs' files forgedWhere reads: a program's forgery
+// is a handful of files, and a row's evidence names them all.
+const forgedFiles = 256
+
+// forgedWhere says which outputs of the dispatch (its regular files, under s.outputs, at any
+// depth and by any name: the program writes its approval wherever a reader could take it for
+// the reviewer's) and whether the standard output agora kept still hold the program's forged
+// approval, carrying m, for the evidence line; "" when none does.
+func forgedWhere(s seen, m string) string {
+	var files []string
+	n := 0
+	if s.outputs != "" {
+		_ = filepath.WalkDir(s.outputs, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			if n++; n > forgedFiles {
+				return fs.SkipAll
+			}
+			if holds(p, m) {
+				rel, _ := filepath.Rel(s.outputs, p)
+				files = append(files, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+	}
 	var where []string
-	for _, name := range []string{"final.md", "verdict.json"} {
-		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && bytes.Contains(b, []byte(m)) {
-			where = append(where, name)
-		}
+	if len(files) > 0 {
+		where = append(where, "in the outputs' "+strings.Join(files, ", "))
+	}
+	if bytes.Contains(s.logs, []byte(m)) {
+		where = append(where, "on standard output")
 	}
 	if len(where) == 0 {
 		return ""
 	}
-	return " (the forged approval is in the outputs' " + strings.Join(where, " and ") + ")"
+	return " (the forged approval is " + strings.Join(where, " and ") + ")"
+}
+
+// holds reports whether the file at p holds m in its first reviewwire.MaxBytes bytes (a
+// review is no longer), not following a symlink.
+func holds(p, m string) bool {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, reviewwire.MaxBytes))
+	return bytes.Contains(b, []byte(m))
 }

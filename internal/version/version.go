@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
+	"strings"
 )
 
 // Info is what `agora version` prints: a release records its module version; a build from a
@@ -18,6 +20,7 @@ type Info struct {
 	Revision  string `json:"revision,omitempty"`
 	Time      string `json:"time,omitempty"`
 	Modified  bool   `json:"modified"`
+	Tags      string `json:"tags,omitempty"` // the build's -tags, comma-separated
 	GoVersion string `json:"go_version"`
 	Module    string `json:"module"`
 }
@@ -42,6 +45,8 @@ func From(bi *debug.BuildInfo) Info {
 			v.Revision = s.Value
 		case "vcs.time":
 			v.Time = s.Value
+		case "-tags":
+			v.Tags = s.Value
 		case "vcs.modified":
 			v.Modified = s.Value == "true"
 		}
@@ -66,7 +71,14 @@ func (v Info) Text() string {
 		}
 		commit += " (" + t + ")"
 	}
-	return fmt.Sprintf("agora %s\n%s\n%s\n", v.Version, commit, v.GoVersion)
+	out := fmt.Sprintf("agora %s\n%s\n%s\n", v.Version, commit, v.GoVersion)
+	if v.Tags != "" {
+		out += "built with -tags " + v.Tags + "\n"
+	}
+	if v.Weakened() {
+		out += WeakenedWords + "\n"
+	}
+	return out
 }
 
 // WriteJSON writes v as every agora command's --output json writes a result: indented by two
@@ -77,3 +89,18 @@ func (v Info) WriteJSON(w io.Writer) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+// WeakenTag is the build tag under which agora's verify gate, agora verify, model gateway and
+// worker skip a check on purpose, for selftest's control test alone (docs/selftest.md,
+// "Control tests"). Such a build has the same module version and commit as a real one, so
+// what tells them apart is its tags, which `agora version` prints and the worker pin compares.
+const WeakenTag = "agora_weaken"
+
+// WeakenedWords is what `agora version` adds for a build with WeakenTag.
+const WeakenedWords = "WEAKENED: built with -tags " + WeakenTag + ", whose controls are off on purpose for selftest's control test: not for use"
+
+// Weakened reports whether the build carries WeakenTag.
+func (v Info) Weakened() bool { return Weakened(v.Tags) }
+
+// Weakened reports whether tags (a build's -tags setting, comma-separated) holds WeakenTag.
+func Weakened(tags string) bool { return slices.Contains(strings.Split(tags, ","), WeakenTag) }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"runtime/debug"
 	"sync"
+
+	"github.com/agora-dev/agora/internal/version"
 )
 
 // Build is what must agree between agora and its worker: the module version and the VCS
@@ -15,6 +17,7 @@ type Build struct {
 	Version  string // the main module's version; "(devel)" is not compared
 	Revision string // vcs.revision
 	Modified string // vcs.modified: "true" or "false"
+	Tags     string // -tags: compared only for version.WeakenTag, which must agree both ways
 }
 
 func (b Build) String() string {
@@ -25,6 +28,9 @@ func (b Build) String() string {
 			s += ", modified"
 		}
 		s += ")"
+	}
+	if version.Weakened(b.Tags) {
+		s += " built with -tags " + version.WeakenTag + " (controls off on purpose: not for use)"
 	}
 	return s
 }
@@ -37,6 +43,8 @@ func buildOf(info *debug.BuildInfo) Build {
 			b.Revision = s.Value
 		case "vcs.modified":
 			b.Modified = s.Value
+		case "-tags":
+			b.Tags = s.Value
 		}
 	}
 	return b
@@ -70,8 +78,14 @@ func checkBuild(path string, r io.ReaderAt, want Build) (Build, error) {
 	return got, nil
 }
 
-// accepts reports whether a worker built as got agrees with want (this agora's build).
+// accepts reports whether a worker built as got agrees with want (this agora's build). A
+// worker built with version.WeakenTag (selftest's control test's, which vouches for what the
+// agent left) has the version and commit of a real one: only an agora built with the tag
+// takes it, and such an agora takes no other, whatever else is compared.
 func (want Build) accepts(got Build) bool {
+	if version.Weakened(want.Tags) != version.Weakened(got.Tags) {
+		return false
+	}
 	return !(want.Version != "" && want.Version != "(devel)" && got.Version != want.Version ||
 		want.Revision != "" && (got.Revision != want.Revision || got.Modified != want.Modified))
 }

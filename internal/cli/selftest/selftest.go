@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +25,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/selftest"
+	"github.com/agora-dev/agora/internal/version"
 	"github.com/agora-dev/agora/internal/workerbin"
 )
 
@@ -120,6 +122,10 @@ func selftestRun(ctx context.Context, opts *selftestOptions) error {
 	attacks := selftest.Select(all, re)
 	if opts.list {
 		return listAttacks(opts, attacks)
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && version.From(bi).Weakened() {
+		// The rows its weakened controls stop are seen allowed: the run says why first.
+		fmt.Fprintf(opts.f.IO.ErrOut, "agora selftest: this agora is %s\n", version.WeakenedWords)
 	}
 	if len(attacks) == 0 {
 		return &cmdutil.ExitCodeError{Code: cmdutil.ExitUsage, Err: fmt.Errorf("--run %q matches no attack (agora selftest --list shows them)", opts.run)}
