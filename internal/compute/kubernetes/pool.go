@@ -489,7 +489,10 @@ func (pl *Pool) checkTemplate(t *templateObject) error {
 	if specHash(pt.Spec) != pl.podSum {
 		return fmt.Errorf("%w: sandbox template %s's pod is not the one agora made", ErrSlotChanged, t.Name)
 	}
-	return pl.p.checkPoolPod(pt.Metadata.Labels, pt.Metadata.Annotations, &pt.Spec, pl.spec, pl.Name, pl.home)
+	if err := pl.p.checkPoolPod(pt.Metadata.Labels, pt.Metadata.Annotations, &pt.Spec, pl.spec, pl.Name, pl.home); err != nil {
+		return fmt.Errorf("%w: sandbox template %s: %v", ErrSlotChanged, t.Name, err)
+	}
+	return nil
 }
 
 // Shape is the shape of the dispatches the pool runs ([SlotShape]).
