@@ -24,14 +24,18 @@ import (
 )
 
 // Pool slots: the warm slots of a `backend: agent-sandbox` target, kept by agent-sandbox's
-// own SandboxWarmPool and claimed through its SandboxClaim. agora makes, all named
-// agora-pool-<hash of the pod spec and home>:
+// own SandboxWarmPool and claimed through its SandboxClaim. agora makes, named
+// agora-pool-<hash of the pod spec and home> (<name>):
 //
 //   - a NetworkPolicy selecting every pod of the pool (agora.pool=<name>): no ingress, egress
 //     to the gateway alone. A claim cannot relabel a pod (the controller takes claim labels
 //     only under its own domains), so a claimed pod is confined by the pool's policy, which is
 //     the policy a cold pod gets. It is made first and never owned: it stands while any pod of
 //     the pool may run;
+//   - a NetworkPolicy that admits nothing, named <name>-network-policy as agent-sandbox's
+//     controller names a Managed template's policy (pool_guard.go): a template turned Managed
+//     behind agora's back, after a claim, never gets the controller's policy, which would
+//     admit public egress to the claimed pods;
 //   - a Secret with the gateway's CA and the template's environment: no token (every pod of a
 //     pool reads the same Secret);
 //   - a SandboxTemplate whose pod is a Job slot's pod (the worker in claim mode, the read-only
@@ -418,6 +422,10 @@ func (pl *Pool) make(ctx context.Context, o *poolObjects, replicas int32) error 
 		return fmt.Errorf("pool %s: network policy: %w", o.name, err)
 	}
 	pl.npUID, pl.npSum = np.UID, specHash(np.Spec)
+	// Before the template: the controller never sees it Managed with the name free.
+	if err := p.makeGuard(ctx, guardPolicyObject(p.ns, o.name, pl.home)); err != nil {
+		return fmt.Errorf("pool %s: %w", o.name, err)
+	}
 	tmpls := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns)
 	t, err := tmpls.Create(ctx, o.tmpl, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -489,7 +497,10 @@ func (pl *Pool) checkTemplate(t *templateObject) error {
 	if specHash(pt.Spec) != pl.podSum {
 		return fmt.Errorf("%w: sandbox template %s's pod is not the one agora made", ErrSlotChanged, t.Name)
 	}
-	return pl.p.checkPoolPod(pt.Metadata.Labels, pt.Metadata.Annotations, &pt.Spec, pl.spec, pl.Name, pl.home)
+	if err := pl.p.checkPoolPod(pt.Metadata.Labels, pt.Metadata.Annotations, &pt.Spec, pl.spec, pl.Name, pl.home); err != nil {
+		return fmt.Errorf("%w: sandbox template %s: %v", ErrSlotChanged, t.Name, err)
+	}
+	return nil
 }
 
 // Shape is the shape of the dispatches the pool runs ([SlotShape]).

@@ -134,7 +134,7 @@ func (p *Provider) sweepPoolPolicy(ctx context.Context, np *networkingv1.Network
 	}
 	used, err := p.poolStands(ctx, name)
 	if !used && err == nil {
-		return true, nil
+		return true, p.deleteGuard(ctx, name)
 	}
 	// Unsure or in use again: the policy is made again, as it was.
 	again := &networkingv1.NetworkPolicy{
