@@ -28,7 +28,9 @@ echo edited`
 // environment held the token when it started). The needles are assembled at run time, so the
 // probe's own text (its command line, the model's request, the transcript) does not hold them
 // whole. Two canaries, assembled the same way, are things the pod does hold (/etc/passwd's
-// nobody, the agent's AGORA_WORKSPACE): finding them shows the searches can find.
+// nobody, the agent's AGORA_WORKSPACE): finding them shows the searches can find. A file
+// search reads what grep printed, not xargs's status: xargs runs grep in batches and fails when
+// any batch finds nothing, so its status misses a match among many files.
 func realPodProbe(key, token string) string {
 	return fmt.Sprintf(`k1=%s; k2=%s; t1=%s; t2=%s; n1=OPENAI_; n2=API_KEY
 c1=nobody:x:; c2=65534; c3=AGORA_WORK; c4=SPACE=/agora
@@ -36,16 +38,16 @@ echo ENV-BEGIN; env | sort; echo ENV-END
 echo "uid=$(id -u) gid=$(id -g)"
 find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -print 2>/dev/null > /tmp/files
 echo "FILES-SCANNED $(wc -l < /tmp/files)"
-if xargs grep -lsF "$k1$k2" < /tmp/files; then echo KEY-FOUND-FILE; fi
-if xargs grep -lsF "$t1$t2" < /tmp/files; then echo TOKEN-FOUND-FILE; fi
-if xargs grep -lsF "$c1$c2" < /tmp/files >/dev/null; then echo CANARY-FOUND-FILE; fi
+xargs grep -lsF "$k1$k2" < /tmp/files > /tmp/hits; if [ -s /tmp/hits ]; then cat /tmp/hits; echo KEY-FOUND-FILE; fi
+xargs grep -lsF "$t1$t2" < /tmp/files > /tmp/hits; if [ -s /tmp/hits ]; then cat /tmp/hits; echo TOKEN-FOUND-FILE; fi
+xargs grep -lsF "$c1$c2" < /tmp/files > /tmp/hits; if [ -s /tmp/hits ]; then echo CANARY-FOUND-FILE; fi
 for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f" 2>/dev/null; done > /tmp/procs
 echo "PROC-BYTES $(wc -c < /tmp/procs)"
 if grep -qF "$k1$k2" /tmp/procs; then echo KEY-FOUND-PROC; else echo KEY-NOT-FOUND; fi
 if grep -qF "$t1$t2" /tmp/procs; then echo TOKEN-FOUND-PROC; else echo TOKEN-NOT-FOUND; fi
 if grep -qF "$c3$c4" /tmp/procs; then echo CANARY-FOUND-PROC; fi
 if grep -qF "$n1$n2" /tmp/procs; then echo NAME-FOUND; else echo NAME-NOT-FOUND; fi
-rm -f /tmp/procs /tmp/files`, key[:10], key[10:], token[:len(token)/2], token[len(token)/2:])
+rm -f /tmp/procs /tmp/files /tmp/hits`, key[:10], key[10:], token[:len(token)/2], token[len(token)/2:])
 }
 
 // TestDispatch_RealPodSamePatchAsLocal: with a real kubelet,
