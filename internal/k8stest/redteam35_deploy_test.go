@@ -2,6 +2,7 @@ package k8stest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
@@ -69,14 +71,17 @@ func TestRedTeam35_DeployRBAC(t *testing.T) {
 	applyDeployFile(ctx, t, c, "rbac.yaml")
 
 	// The control: what the Role grants is granted, so a "denied" below is the Role's answer.
+	// The apiserver's RBAC authorizer reads Roles and bindings through an informer, so a
+	// just-applied Role reaches it a moment later: the control waits for that, and only then
+	// do the denials mean anything.
 	for _, a := range [][5]string{
 		{"create", "batch", "jobs", "", "agents"},
 		{"create", "", "secrets", "", "agents"},
 		{"get", "", "pods", "log", "agents"},
 	} {
-		if !agoraSAAllowed(ctx, t, c, a[0], a[1], a[2], a[3], a[4]) {
-			t.Fatalf("control: %v denied; the review does not see the Role", a)
-		}
+		agoratest.WaitFor(t, 30*time.Second, fmt.Sprintf("the authorizer to grant %v (the Role)", a), func() bool {
+			return agoraSAAllowed(ctx, t, c, a[0], a[1], a[2], a[3], a[4])
+		})
 	}
 	denied := [][5]string{
 		{"get", "", "secrets", "", "agents"},
