@@ -1,6 +1,7 @@
 package modelgw
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -31,32 +32,36 @@ func (h *harness) flood(t testing.TB, workers, n int, mk func(i int) (method, pa
 	var mu sync.Mutex
 	statuses := map[int]int64{}
 	var failed atomic.Int64
+	var firstErr error // the first, so a failure says which request and why
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for i := range n {
 				method, path, body := mk(i)
 				req, err := http.NewRequest(method, "http://gateway"+path, strings.NewReader(body))
-				if err != nil {
-					failed.Add(1)
-					continue
+				if err == nil {
+					var resp *http.Response
+					if resp, err = h.client.Do(req); err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						mu.Lock()
+						statuses[resp.StatusCode]++
+						mu.Unlock()
+						continue
+					}
 				}
-				resp, err := h.client.Do(req)
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				failed.Add(1)
 				mu.Lock()
-				statuses[resp.StatusCode]++
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s %s (%d bytes): %w", method, path, len(body), err)
+				}
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d flood requests got no answer", n)
+		t.Fatalf("%d flood requests got no answer; the first: %v", n, firstErr)
 	}
 	return statuses
 }
