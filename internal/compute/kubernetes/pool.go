@@ -408,7 +408,8 @@ func (p *Provider) preparePool(ctx context.Context, spec compute.Spec, o PoolOpt
 }
 
 // make creates the pool's objects in order (the policy first: no pod of the pool is ever
-// unconfined), or takes those that exist when they are agora's as made.
+// unconfined), or takes those that exist when they are agora's as made, and renews the
+// template's lease (pool_lease.go).
 func (pl *Pool) make(ctx context.Context, o *poolObjects, replicas int32) error {
 	p := pl.p
 	np, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Create(ctx, o.np, metav1.CreateOptions{})
@@ -427,8 +428,10 @@ func (pl *Pool) make(ctx context.Context, o *poolObjects, replicas int32) error 
 		return fmt.Errorf("pool %s: %w", o.name, err)
 	}
 	tmpls := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns)
+	o.tmpl.Annotations[annotationHeldUntil] = p.heldUntil(time.Now()) // the maker's lease (pool_lease.go)
 	t, err := tmpls.Create(ctx, o.tmpl, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
+	found := apierrors.IsAlreadyExists(err)
+	if found {
 		t, err = tmpls.Get(ctx, o.name, metav1.GetOptions{})
 		switch {
 		case err != nil:
@@ -447,6 +450,11 @@ func (pl *Pool) make(ctx context.Context, o *poolObjects, replicas int32) error 
 	pl.tmplUID, pl.tmplSum = t.UID, specHash(t.Spec)
 	if err := pl.checkTemplate(t); err != nil {
 		return err
+	}
+	if found {
+		if err := pl.renew(ctx); err != nil {
+			return err
+		}
 	}
 	owner := []metav1.OwnerReference{{APIVersion: extGroupVersion.String(), Kind: "SandboxTemplate", Name: o.name, UID: t.UID}}
 	o.secret.OwnerReferences = owner

@@ -602,8 +602,15 @@ func startClaimer(t *testing.T, c poolClaimer) (*exec.Cmd, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startChild(t, poolClaimerEnv+"="+string(cfg))
+}
+
+// startChild starts this test binary with env added (which TestMain reads to become the
+// child), killed at the test's end, and returns it with the first line it printed.
+func startChild(t *testing.T, env string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), poolClaimerEnv+"="+string(cfg))
+	cmd.Env = append(os.Environ(), env)
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -612,7 +619,7 @@ func startClaimer(t *testing.T, c poolClaimer) (*exec.Cmd, string) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		t.Fatalf("the claimer said nothing: %v", err)
+		t.Fatalf("the child process said nothing: %v", err)
 	}
 	return cmd, strings.TrimSpace(line)
 }
