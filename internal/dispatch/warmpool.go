@@ -45,7 +45,7 @@ var poolKeepEvery = 15 * time.Second
 // warmPoolTarget says whether target keeps its warm pods in a SandboxWarmPool: a kubernetes
 // target's warm: N, which config allows on `backend: agent-sandbox` alone.
 func warmPoolTarget(t config.Target) bool {
-	return t.Warm > 0 && t.Provider == config.ProviderKubernetes && t.WarmPool && t.Backend == config.BackendAgentSandbox
+	return t.Warm > 0 && t.Provider == config.ProviderKubernetes && t.KeepsPool() && t.Backend == config.BackendAgentSandbox
 }
 
 // WarmPool says whether target keeps its warm pods in agent-sandbox's SandboxWarmPool: no
