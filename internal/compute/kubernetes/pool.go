@@ -232,14 +232,20 @@ func (p *Provider) buildPool(tmpl compute.Spec, env []envVar, gw gatewayAddr, o 
 
 // PoolName is the name of home's pool of template spec with places on this target: a hash of
 // everything its pods are made from, so a changed target or template is another pool.
+//
+// The settings hashed only when set leave the name of a pool of a target without them as it
+// was: its pods are the same.
 func (p *Provider) PoolName(spec compute.Spec, o PoolOptions) string {
 	b, _ := json.Marshal(struct {
 		Shape, Home, Image, Worker, RC, URL, NS string
 		Places                                  []remote.SlotPlace
 		Limits                                  compute.Limits
 		Opts                                    any
+		UID                                     uint32       `json:",omitempty"` // the pods' uid
+		Peer                                    *GatewayPeer `json:",omitempty"` // the policy's egress
+		CPU, Memory                             string       `json:",omitempty"` // the pods' resources
 	}{SlotShape(spec), o.Home, p.opts.Image, p.opts.WorkerImage, p.opts.RuntimeClass, p.opts.GatewayURL, p.ns, o.Places, spec.Limits,
-		[]any{p.opts.NodeSelector, p.pullString(), string(p.opts.GatewayCA)}})
+		[]any{p.opts.NodeSelector, p.pullString(), string(p.opts.GatewayCA)}, p.opts.SandboxUID, p.opts.GatewayPeer, p.opts.CPU, p.opts.Memory})
 	sum := sha256.Sum256(b)
 	return poolPrefix + hex.EncodeToString(sum[:8])
 }
