@@ -203,7 +203,7 @@ func hostWorkerVersion(f *cmdutil.Factory, c *config.Config) string {
 // pooled says whether a target of c keeps its warm pods in an agent-sandbox SandboxWarmPool.
 func pooled(c *config.Config) bool {
 	for _, t := range c.Targets {
-		if t.WarmPool {
+		if t.KeepsPool() {
 			return true
 		}
 	}

@@ -30,8 +30,9 @@ type PoolOptions struct {
 // PoolWarmer keeps, claims from and sweeps one target's pool.
 type PoolWarmer interface {
 	// Keep makes sure of the pool of tmpl's shape (made as the provider makes it, or found
-	// so), replaces its pods that can no longer be claimed and returns how many are ready. A
-	// pool Keep made for another shape before is deleted: its pods would never be claimed.
+	// so), renews this holder's lease of it, replaces its pods that can no longer be claimed
+	// and returns how many are ready. A pool Keep made for another shape before is deleted:
+	// its pods would never be claimed. A holder keeps its pools at least every 15 s.
 	Keep(ctx context.Context, tmpl Spec) (ready int, err error)
 	// Held names the pool Keep last made; "" when none.
 	Held() string
@@ -42,7 +43,8 @@ type PoolWarmer interface {
 	// claim; nil, nil when there is no such pool or the dispatch never reached a pod of it.
 	Adopt(ctx context.Context, s Spec) (Handle, error)
 	// Sweep deletes what this home's pools in the target's namespace left that nothing stands
-	// for, but the pools held names, and returns what it deleted.
+	// for, and its pools no live holder keeps any more (their lease lapsed: a holder killed
+	// with -9), but the pools held names, and returns what it deleted.
 	Sweep(ctx context.Context, held func(pool string) bool) (gone []string, err error)
 	// Close deletes the pool Keep made (the controller deletes its unclaimed pods; claimed
 	// ones run on to their end).

@@ -84,9 +84,14 @@ type Remote struct {
 	// fresh, any supervisor of the home claims from it, and the gateway enrols its pods with
 	// their projected ServiceAccount tokens (TokenReview: the TokenReview ClusterRole is
 	// needed). It is the only warm mechanism on Kubernetes and needs `backend: agent-sandbox`:
-	// `warm: N` implies it, and a `warm: N` on the Job backend is refused.
-	WarmPool bool `yaml:"warm_pool"`
+	// `warm: N` implies it, and a `warm: N` on the Job backend is refused. nil when not given;
+	// an explicit false with `warm: N` is refused ([Target.KeepsPool] reads it).
+	WarmPool *bool `yaml:"warm_pool"`
 }
+
+// KeepsPool says whether the target's warm pods are kept in agent-sandbox's SandboxWarmPool:
+// warm_pool given true, or implied by `warm: N` on a kubernetes target once validated.
+func (t Target) KeepsPool() bool { return t.WarmPool != nil && *t.WarmPool }
 
 // GatewayPeer names agora's serve pods for a kubernetes target's NetworkPolicies: the pods of
 // namespace Namespace whose labels include all of Pods. Both are required: never a whole
@@ -157,7 +162,7 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 			"ttl_after_finished": t.TTLAfterFinished != 0, "gateway": t.Gateway != "",
 			"backend": t.Backend != "", "image_pull_secrets": len(t.ImagePullSecrets) > 0,
 			"image_pull_policy": t.ImagePullPolicy != "", "gateway_peer": t.GatewayPeer != nil,
-			"warm_pool": t.WarmPool,
+			"warm_pool": t.WarmPool != nil,
 		}
 		for _, a := range allowed {
 			delete(set, a)
@@ -222,16 +227,22 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		// A kubernetes target's warm pods are agent-sandbox's SandboxWarmPool, which any
 		// supervisor of the home claims from and which outlives its holder; the Job backend
 		// keeps none (docs/adr/0022-warm-start-behind-the-provider-seam.md).
-		if t.Warm > 0 && t.Backend != BackendAgentSandbox {
+		// An explicit warm_pool: false with warm: N is refused, not read as unset: the pool is
+		// the only warm mechanism here, so the two say opposite things (warm pods, and none).
+		off := t.WarmPool != nil && !*t.WarmPool
+		switch {
+		case t.Warm > 0 && off:
+			bad("warm_pool", "false, with warm: %d: a kubernetes target's warm pods are kept in agent-sandbox's SandboxWarmPool alone, so the two contradict each other: set warm: 0 to start every dispatch cold, or remove warm_pool: false to keep %d warm pods", t.Warm, t.Warm)
+		case t.Warm > 0 && t.Backend != BackendAgentSandbox:
 			bad("warm", "%d warm pods are kept in agent-sandbox's SandboxWarmPool, which the Job backend has not: set backend: %s (with agent-sandbox's controller and CRDs on the cluster), or warm: 0", t.Warm, BackendAgentSandbox)
-		} else if t.WarmPool && t.Backend != BackendAgentSandbox {
+		case t.KeepsPool() && t.Backend != BackendAgentSandbox:
 			bad("warm_pool", "a SandboxWarmPool is agent-sandbox's: set backend: %s too", BackendAgentSandbox)
 		}
-		if t.WarmPool && t.Warm <= 0 {
+		if t.KeepsPool() && t.Warm <= 0 {
 			bad("warm_pool", "says how warm: N pods are kept, and warm is %d: set warm: 1 to %d", t.Warm, MaxWarm)
 		}
-		if t.Warm > 0 {
-			t.WarmPool = true // implied: warm: N on a kubernetes target is a pool
+		if t.Warm > 0 && !off {
+			t.WarmPool = new(true) // implied: warm: N on a kubernetes target is a pool
 		}
 		if t.TTLAfterFinished == 0 {
 			t.TTLAfterFinished = DefaultTTLAfterFinished

@@ -46,7 +46,7 @@ func TestDispatch_RealPodAgentSandboxPool(t *testing.T) {
 	e.subagent("editor", realPodEdit)
 	e.addPodTargets(n, map[string]string{"pool": kubernetes.BackendAgentSandbox})
 	tg := e.home.Config.Targets["pool"]
-	tg.Warm, tg.WarmPool = 2, true
+	tg.Warm, tg.WarmPool = 2, new(true)
 	e.home.Config.Targets["pool"] = tg
 	gw := filepath.Join(e.home.Dir, "gateway")
 	if err := os.MkdirAll(gw, 0o700); err != nil {

@@ -22,7 +22,7 @@ import (
 func TestRedTeam44_OnlyTheLeaderHoldsK8sWarm(t *testing.T) {
 	mk := func(leader bool) (*Dispatcher, *atomic.Int32) {
 		cfg := &config.Config{Targets: map[string]config.Target{
-			"pool": {Provider: config.ProviderKubernetes, Warm: 2, Remote: config.Remote{WarmPool: true, Backend: config.BackendAgentSandbox}},
+			"pool": {Provider: config.ProviderKubernetes, Warm: 2, Remote: config.Remote{WarmPool: new(true), Backend: config.BackendAgentSandbox}},
 		}}
 		if leader {
 			cfg.Leader = config.Leader{Namespace: "agora", Lease: "agora-leader"}

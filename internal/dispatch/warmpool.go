@@ -45,7 +45,7 @@ var poolKeepEvery = 15 * time.Second
 // warmPoolTarget says whether target keeps its warm pods in a SandboxWarmPool: a kubernetes
 // target's warm: N, which config allows on `backend: agent-sandbox` alone.
 func warmPoolTarget(t config.Target) bool {
-	return t.Warm > 0 && t.Provider == config.ProviderKubernetes && t.WarmPool && t.Backend == config.BackendAgentSandbox
+	return t.Warm > 0 && t.Provider == config.ProviderKubernetes && t.KeepsPool() && t.Backend == config.BackendAgentSandbox
 }
 
 // WarmPool says whether target keeps its warm pods in agent-sandbox's SandboxWarmPool: no
@@ -194,8 +194,9 @@ func (k *PoolKeeper) keep(ctx context.Context) {
 	k.sweep(ctx, kept)
 }
 
-// sweep deletes the policies of this home's pools that nothing stands for any more (a pool a
-// holder deleted at its close or at a change of shape, once its claimed pods ended), once per
+// sweep deletes this home's pools whose lease lapsed (their holder was killed with -9: no keep
+// renews them) and the policies of its pools that nothing stands for any more (a pool a holder
+// deleted at its close or at a change of shape, once its claimed pods ended), once per
 // namespace of targets (those with a template: a target that never had one made no pool); the
 // pools this keeper holds are never looked at.
 func (k *PoolKeeper) sweep(ctx context.Context, targets []string) {

@@ -17,7 +17,7 @@ import (
 )
 
 var formerPoolTarget = config.Target{Provider: config.ProviderKubernetes, Warm: 1,
-	Remote: config.Remote{WarmPool: true, Backend: config.BackendAgentSandbox}}
+	Remote: config.Remote{WarmPool: new(true), Backend: config.BackendAgentSandbox}}
 
 // Across the home-identity change (k8sHomes): an older agora of this home on host-a
 // left a pool under the former identity (its holder killed with -9) and a claim of it; another

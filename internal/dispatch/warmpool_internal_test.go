@@ -3,6 +3,7 @@ package dispatch
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ func poolConfig(t *testing.T) *config.Config {
 	c := config.Default(t.TempDir())
 	base := c.Targets[config.DefaultTarget]
 	pool := base
-	pool.Provider, pool.Backend, pool.Warm, pool.WarmPool, pool.Namespace = config.ProviderKubernetes, config.BackendAgentSandbox, 2, true, "agents"
+	pool.Provider, pool.Backend, pool.Warm, pool.WarmPool, pool.Namespace = config.ProviderKubernetes, config.BackendAgentSandbox, 2, new(true), "agents"
 	jobs := base
 	jobs.Provider, jobs.Backend, jobs.Warm, jobs.Namespace = config.ProviderKubernetes, config.BackendAgentSandbox, 1, "agents"
 	c.Targets["pool"], c.Targets["jobs"] = pool, jobs
@@ -93,5 +94,40 @@ func TestOnePerNamespace(t *testing.T) {
 	got := d.onePerNamespace([]string{"pool", "other", "jobs", "ctx2"})
 	if want := []string{"ctx2", "jobs", "other"}; !slices.Equal(got, want) {
 		t.Errorf("onePerNamespace = %v, want %v (jobs and pool share agents in one cluster)", got, want)
+	}
+}
+
+// TestWarmPool_ExplicitFalseKeepsNoPool: `warm_pool: false` beside `warm: N` on an
+// agent-sandbox target is refused when agora.yaml is read, naming both keys, so no holder ever
+// keeps a pool for it; and a target given so in code (no agora.yaml) is no pool target
+// either: the explicit false is honoured, never read as unset.
+func TestWarmPool_ExplicitFalseKeepsNoPool(t *testing.T) {
+	const digest = "@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	yaml := "gateway: {advertise: https://h:1}\ntargets:\n  pool:\n    provider: kubernetes\n" +
+		"    image: registry.example/toolchain" + digest + "\n    worker_image: localhost/agora-worker" + digest + "\n" +
+		"    namespace: agents\n    backend: agent-sandbox\n    warm: 2\n    warm_pool: false\n"
+	err := config.Parse("agora.yaml", []byte(yaml), config.Default(t.TempDir()))
+	if err == nil || !strings.Contains(err.Error(), "targets.pool.warm_pool") || !strings.Contains(err.Error(), "warm: 2") {
+		t.Fatalf("Parse of warm: 2 with warm_pool: false = %v; want refused, naming warm_pool and warm", err)
+	}
+	// The same file without the false keeps a pool: the refusal is of the false alone.
+	c := config.Default(t.TempDir())
+	if err := config.Parse("agora.yaml", []byte(strings.Replace(yaml, "    warm_pool: false\n", "", 1)), c); err != nil {
+		t.Fatal(err)
+	}
+	if d := (&Dispatcher{Config: c}); !d.WarmPool("pool") {
+		t.Fatal("warm: 2 on an agent-sandbox target keeps no pool")
+	}
+	c = poolConfig(t)
+	off := c.Targets["pool"]
+	off.WarmPool = new(false)
+	c.Targets["pool"] = off
+	d := &Dispatcher{Config: c, StateDir: t.TempDir(), testOnlyInvokingUser: true}
+	if d.WarmPool("pool") {
+		t.Error("a target with warm_pool false is a pool target")
+	}
+	if k := d.KeepPools(t.Context()); k != nil {
+		k.Close()
+		t.Error("a keeper keeps a pool for a target with warm_pool false")
 	}
 }

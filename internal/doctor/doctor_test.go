@@ -412,7 +412,7 @@ func TestWarmSlots_DockerHeldByServe(t *testing.T) {
 func TestWarmSlots_KubernetesHeldByServe(t *testing.T) {
 	cfg := config.Default("/h")
 	tg := cfg.Targets["local"]
-	tg.Provider, tg.Warm, tg.Backend, tg.WarmPool = config.ProviderKubernetes, 2, config.BackendAgentSandbox, true
+	tg.Provider, tg.Warm, tg.Backend, tg.WarmPool = config.ProviderKubernetes, 2, config.BackendAgentSandbox, new(true)
 	cfg.Targets["pods"] = tg
 	r := Run(t.Context(), healthyRoot(nil), Options{Config: cfg})
 	c := check(t, r, "warm-slots")

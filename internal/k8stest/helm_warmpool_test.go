@@ -83,8 +83,8 @@ func TestHelmChart_WarmPoolGrantsOnlyWhenAsked(t *testing.T) {
 	if err := config.Parse("agora.yaml", []byte(cfg), c); err != nil {
 		t.Fatalf("agora refuses the chart's agora.yaml with target.warmPool: %v\n%s", err, cfg)
 	}
-	if tg, err := c.Target("k8s"); err != nil || !tg.WarmPool || tg.Warm != 2 || tg.Backend != config.BackendAgentSandbox {
-		t.Errorf("target k8s: warm_pool %v, warm %d, backend %q (%v); want true, 2, agent-sandbox", tg.WarmPool, tg.Warm, tg.Backend, err)
+	if tg, err := c.Target("k8s"); err != nil || !tg.KeepsPool() || tg.Warm != 2 || tg.Backend != config.BackendAgentSandbox {
+		t.Errorf("target k8s: warm_pool %v, warm %d, backend %q (%v); want true, 2, agent-sandbox", tg.KeepsPool(), tg.Warm, tg.Backend, err)
 	}
 	if _, err := runHelm(ctx, helm, "template", "agora", chartDir, "--set", "target.warmPool=17"); err == nil || !strings.Contains(err.Error(), "warmPool") {
 		t.Errorf("target.warmPool=17: %v, want the schema's refusal", err)

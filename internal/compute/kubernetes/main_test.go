@@ -12,5 +12,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(poolClaimerEnv) != "" {
 		os.Exit(poolClaimerMain()) // a supervisor killed with -9 after its claim (pool_cluster_test.go)
 	}
+	if os.Getenv(poolHolderEnv) != "" {
+		os.Exit(poolHolderMain()) // a pool's holder killed with -9 (pool_orphan_cluster_test.go)
+	}
 	k8stest.Main(m)
 }

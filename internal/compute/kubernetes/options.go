@@ -113,6 +113,9 @@ type Provider struct {
 	// testOnlyPoolSwept, set by tests, runs between SweepPools' delete of a pool's policy and
 	// its look again (pool_sweep.go): a holder making the pool at that moment.
 	testOnlyPoolSwept func(name string)
+	// testOnlyPoolLease, set by tests, is the lease of this provider's keeps of a pool
+	// (pool_lease.go) instead of poolLease: a holder whose lease lapses in seconds.
+	testOnlyPoolLease time.Duration
 
 	mu        sync.Mutex
 	cancelled map[string]bool       // guarded by mu: Jobs this process is deleting on purpose

@@ -232,14 +232,20 @@ func (p *Provider) buildPool(tmpl compute.Spec, env []envVar, gw gatewayAddr, o 
 
 // PoolName is the name of home's pool of template spec with places on this target: a hash of
 // everything its pods are made from, so a changed target or template is another pool.
+//
+// The settings hashed only when set leave the name of a pool of a target without them as it
+// was: its pods are the same.
 func (p *Provider) PoolName(spec compute.Spec, o PoolOptions) string {
 	b, _ := json.Marshal(struct {
 		Shape, Home, Image, Worker, RC, URL, NS string
 		Places                                  []remote.SlotPlace
 		Limits                                  compute.Limits
 		Opts                                    any
+		UID                                     uint32       `json:",omitempty"` // the pods' uid
+		Peer                                    *GatewayPeer `json:",omitempty"` // the policy's egress
+		CPU, Memory                             string       `json:",omitempty"` // the pods' resources
 	}{SlotShape(spec), o.Home, p.opts.Image, p.opts.WorkerImage, p.opts.RuntimeClass, p.opts.GatewayURL, p.ns, o.Places, spec.Limits,
-		[]any{p.opts.NodeSelector, p.pullString(), string(p.opts.GatewayCA)}})
+		[]any{p.opts.NodeSelector, p.pullString(), string(p.opts.GatewayCA)}, p.opts.SandboxUID, p.opts.GatewayPeer, p.opts.CPU, p.opts.Memory})
 	sum := sha256.Sum256(b)
 	return poolPrefix + hex.EncodeToString(sum[:8])
 }
@@ -408,7 +414,8 @@ func (p *Provider) preparePool(ctx context.Context, spec compute.Spec, o PoolOpt
 }
 
 // make creates the pool's objects in order (the policy first: no pod of the pool is ever
-// unconfined), or takes those that exist when they are agora's as made.
+// unconfined), or takes those that exist when they are agora's as made, and renews the
+// template's lease (pool_lease.go).
 func (pl *Pool) make(ctx context.Context, o *poolObjects, replicas int32) error {
 	p := pl.p
 	np, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Create(ctx, o.np, metav1.CreateOptions{})
@@ -427,8 +434,10 @@ func (pl *Pool) make(ctx context.Context, o *poolObjects, replicas int32) error 
 		return fmt.Errorf("pool %s: %w", o.name, err)
 	}
 	tmpls := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns)
+	o.tmpl.Annotations[annotationHeldUntil] = p.heldUntil(time.Now()) // the maker's lease (pool_lease.go)
 	t, err := tmpls.Create(ctx, o.tmpl, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
+	found := apierrors.IsAlreadyExists(err)
+	if found {
 		t, err = tmpls.Get(ctx, o.name, metav1.GetOptions{})
 		switch {
 		case err != nil:
@@ -447,6 +456,11 @@ func (pl *Pool) make(ctx context.Context, o *poolObjects, replicas int32) error 
 	pl.tmplUID, pl.tmplSum = t.UID, specHash(t.Spec)
 	if err := pl.checkTemplate(t); err != nil {
 		return err
+	}
+	if found {
+		if err := pl.renew(ctx); err != nil {
+			return err
+		}
 	}
 	owner := []metav1.OwnerReference{{APIVersion: extGroupVersion.String(), Kind: "SandboxTemplate", Name: o.name, UID: t.UID}}
 	o.secret.OwnerReferences = owner

@@ -386,6 +386,27 @@ func TestAgentSandboxPool_ClaimRunsDispatch(t *testing.T) {
 		})
 	}
 	skip := map[string]bool{string(first.pod.UID): true, string(second.pod.UID): true}
+	// The pods the pool made when the first two were claimed end on kwok's 90 s about when the
+	// third dispatch claims (as long after those claims as the first two ran): the test deletes
+	// their Sandboxes, so the pods the third may be handed are made now, their 90 s ahead of them.
+	l, err := admin.client.CoreV1().Pods(p.ns).List(t.Context(), metav1.ListOptions{LabelSelector: labelPool + "=" + pl.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range l.Items {
+		skip[string(pod.UID)] = true
+	}
+	sbs, err := admin.client.AgentsV1beta1().Sandboxes(p.ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs.Items {
+		if ref, ok := controllerRef(sb.OwnerReferences); ok && ref.Kind == "SandboxWarmPool" && ref.Name == pl.Name {
+			if err := admin.deleteSandboxAs(sb.Name, sb.UID, metav1.DeletePropagationBackground); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	// Pods of the pool that end (kwok's 90 s) are replaced by the holder's refresh, which a
 	// holder runs now and then.
 	rctx2, stop := context.WithCancel(t.Context())
@@ -602,8 +623,15 @@ func startClaimer(t *testing.T, c poolClaimer) (*exec.Cmd, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startChild(t, poolClaimerEnv+"="+string(cfg))
+}
+
+// startChild starts this test binary with env added (which TestMain reads to become the
+// child), killed at the test's end, and returns it with the first line it printed.
+func startChild(t *testing.T, env string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), poolClaimerEnv+"="+string(cfg))
+	cmd.Env = append(os.Environ(), env)
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -612,7 +640,7 @@ func startClaimer(t *testing.T, c poolClaimer) (*exec.Cmd, string) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		t.Fatalf("the claimer said nothing: %v", err)
+		t.Fatalf("the child process said nothing: %v", err)
 	}
 	return cmd, strings.TrimSpace(line)
 }

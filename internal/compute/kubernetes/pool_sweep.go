@@ -64,23 +64,32 @@ func (p *Provider) SweepPools(ctx context.Context, home string, keep func(name s
 // pool standing. Only objects labelled with former are looked at: another home's pools never.
 //
 // Never called with the home's current identity: another holder of the home (orch serve and
-// agora mcp side by side) holds those pools. An older agora of this home still running beside
+// agora mcp side by side) may hold those pools, and only their lease says whether one does
+// (DeleteLapsedPools). An older agora of this home still running beside
 // this one after the upgrade loses its pool at each sweep and makes it again; its claims start
 // cold meanwhile.
 func (p *Provider) DeleteFormerPools(ctx context.Context, former string) ([]string, error) {
-	if !validHome(former) {
-		return nil, fmt.Errorf("delete former warm pools: home %q: want [a-z0-9], 1 to %d bytes", former, maxName)
+	return p.deleteHomePools(ctx, former, "former", func(*templateObject) bool { return true })
+}
+
+// deleteHomePools deletes home's pools whose template del chooses: each found by its policy
+// (made first, standing while anything of the pool does; the Role lists policies, not
+// templates), its template deleted as it was read (its uid and resourceVersion). what names
+// the pools in messages ("former", "lapsed"). Only objects labelled with home are looked at.
+func (p *Provider) deleteHomePools(ctx context.Context, home, what string, del func(t *templateObject) bool) ([]string, error) {
+	if !validHome(home) {
+		return nil, fmt.Errorf("delete %s warm pools: home %q: want [a-z0-9], 1 to %d bytes", what, home, maxName)
 	}
 	l, err := p.client.NetworkingV1().NetworkPolicies(p.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: labelManagedBy + "=" + managedBy + "," + labelPool + "," + labelHome + "=" + former})
+		LabelSelector: labelManagedBy + "=" + managedBy + "," + labelPool + "," + labelHome + "=" + home})
 	if err != nil {
-		return nil, fmt.Errorf("delete former warm pools: list network policies: %w", err)
+		return nil, fmt.Errorf("delete %s warm pools: list network policies: %w", what, err)
 	}
 	var gone []string
 	var errs []error
 	for i := range l.Items {
 		name := l.Items[i].Name
-		if !strings.HasPrefix(name, poolPrefix) || l.Items[i].Labels[labelPool] != name || l.Items[i].Labels[labelHome] != former {
+		if !strings.HasPrefix(name, poolPrefix) || l.Items[i].Labels[labelPool] != name || l.Items[i].Labels[labelHome] != home {
 			continue
 		}
 		t, err := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, name, metav1.GetOptions{})
@@ -88,21 +97,24 @@ func (p *Provider) DeleteFormerPools(ctx context.Context, former string) ([]stri
 		case apierrors.IsNotFound(err):
 			continue // deleted already: SweepPools takes the policy
 		case err != nil:
-			errs = append(errs, fmt.Errorf("delete former warm pool %s: %w", name, err))
+			errs = append(errs, fmt.Errorf("delete %s warm pool %s: %w", what, name, err))
 			continue
-		case t.Labels[labelManagedBy] != managedBy || t.Labels[labelPool] != name || t.Labels[labelHome] != former || t.DeletionTimestamp != nil:
+		case t.Labels[labelManagedBy] != managedBy || t.Labels[labelPool] != name || t.Labels[labelHome] != home || t.DeletionTimestamp != nil:
 			continue // not that pool's template as agora made it, or going
+		case !del(t):
+			continue
 		}
-		if err := fenced("delete former warm pool " + name); err != nil {
+		if err := fenced(fmt.Sprintf("delete %s warm pool %s", what, name)); err != nil {
 			return gone, errors.Join(append(errs, err)...)
 		}
 		err = p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Delete(ctx, name, metav1.DeleteOptions{
-			PropagationPolicy: ptrTo(metav1.DeletePropagationBackground), Preconditions: &metav1.Preconditions{UID: &t.UID}})
+			PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
+			Preconditions:     &metav1.Preconditions{UID: &t.UID, ResourceVersion: &t.ResourceVersion}})
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// another sweep took it, or it is another template now
+			// another sweep took it, it is another template now, or a holder renewed it
 		case err != nil:
-			errs = append(errs, fmt.Errorf("delete former warm pool %s: %w", name, err))
+			errs = append(errs, fmt.Errorf("delete %s warm pool %s: %w", what, name, err))
 		default:
 			gone = append(gone, name)
 		}

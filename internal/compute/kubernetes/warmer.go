@@ -115,12 +115,13 @@ func (w *Warmer) Adopt(ctx context.Context, s compute.Spec) (compute.Handle, err
 
 // Sweep implements [compute.PoolWarmer]: the pools an older agora of this home left (a holder
 // killed with -9: nothing of this agora makes, claims from or refreshes them;
-// [Provider.DeleteFormerPools]), and the policies of this home's pools that nothing stands for
-// any more ([Provider.SweepPools]), current identity's and former ones'. The current
-// identity's pools are never deleted here: another holder of the home may hold them.
+// [Provider.DeleteFormerPools]), the current identity's pools whose lease lapsed (no live
+// holder keeps them: [Provider.DeleteLapsedPools]), and the policies of this home's pools that
+// nothing stands for any more ([Provider.SweepPools]), current identity's and former ones'.
+// A current identity's pool a live holder keeps is never deleted here: its keeps renew it.
 func (w *Warmer) Sweep(ctx context.Context, held func(pool string) bool) ([]string, error) {
-	var gone []string
-	var errs []error
+	gone, err := w.p.DeleteLapsedPools(ctx, w.o.Home, func(pool string) bool { return held(pool) || pool == w.Held() })
+	errs := []error{err}
 	for _, home := range w.o.Former {
 		g, err := w.p.DeleteFormerPools(ctx, home)
 		gone, errs = append(gone, g...), append(errs, err)
