@@ -60,6 +60,7 @@ type Engine struct {
 	rec       logRecord
 	recWire   rowlog.Record // rec as rowlog's plain values, reused
 	logBuf    []byte
+	folded    rowChanges          // what a fold reads back (fold.go), reused
 	logNames  []string            // the record's runs column (logRuns), reused
 	logNamed  map[string]struct{} // its names as a set
 	logged    bool
