@@ -45,16 +45,18 @@ type attemptEnd struct {
 func newBatch() *batch { return &batch{runs: map[*run]bool{}} }
 
 // reuse empties b for the next batch, keeping the capacity of the lists that carry no
-// reference out of the engine (fires were copied to the executor, events to watchers):
-// a batch of a few hundred transitions otherwise grows each of them from nothing.
+// reference out of the engine (fires were copied to the executor, events to watchers, the
+// entries encoded, and an Observer reads them only during its call): a batch of a few
+// hundred transitions otherwise grows each of them from nothing.
 func (b *batch) reuse() *batch {
 	clear(b.tasks)
 	clear(b.fires)
 	clear(b.events)
 	clear(b.upd)
+	clear(b.entries)
 	return &batch{
 		runs: map[*run]bool{}, tasks: b.tasks[:0], fires: b.fires[:0], attempts: b.attempts[:0], ended: b.ended[:0], events: b.events[:0],
-		upd: b.upd[:0],
+		upd: b.upd[:0], entries: b.entries[:0],
 	}
 }
 
