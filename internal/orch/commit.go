@@ -278,8 +278,23 @@ func (e *Engine) insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
 // a run's rows were once written with, which SQLite compiled more slowly than it ran a
 // one-row statement that many times (docs/BENCHMARKS.md).
 func (e *Engine) insertTasks(ctx context.Context, tx *sql.Tx, r *run, tasks []*task) error {
-	return writeChunked(ctx, tx, &e.stmts.insertTasks, len(tasks), &e.args, func(a []any, i int) []any {
+	// A new task's row is nearly always its defaults but its state and ready_seq: the plain
+	// insert binds only what differs (multirow.go).
+	at, k := splitPlain(e.split, len(tasks), func(i int) bool {
 		t := tasks[i]
+		return t.attempts == 0 && t.failures == 0 && t.dispatchID == "" && t.retryAt.IsZero() && t.reason == "" && t.detail == "" &&
+			t.question == "" && t.answer == "" && !t.cancel
+	})
+	e.split = at
+	err := writeChunked(ctx, tx, &e.stmts.insertTasksPlain, k, &e.args, func(a []any, i int) []any {
+		t := tasks[at[i]]
+		return append(a, r.id, t.idx, t.spec.ID, t.state, t.readySeq)
+	})
+	if err != nil {
+		return err
+	}
+	return writeChunked(ctx, tx, &e.stmts.insertTasks, len(at)-k, &e.args, func(a []any, i int) []any {
+		t := tasks[at[k+i]]
 		return append(a, r.id, t.idx, t.spec.ID, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq,
 			ts(t.retryAt), t.reason, t.detail, t.question, t.answer, t.cancel)
 	})

@@ -51,8 +51,9 @@ type Engine struct {
 	log   *audit.Log
 	exec  Executor
 	opts  Options
-	stmts stmts // the commit's statements, prepared in Open, closed when Run returns
-	args  []any // a commit's statement arguments, reused (multirow.go)
+	stmts stmts   // the commit's statements, prepared in Open, closed when Run returns
+	args  []any   // a commit's statement arguments, reused (multirow.go)
+	split []int32 // the rows of a multi-row write, plain first (splitPlain), reused
 
 	// The row log (rowlog.go, fold.go): the record being written, its plain values and its
 	// bytes, reused; whether the current commit wrote a record; how many records wait; whether

@@ -170,19 +170,37 @@ func (e *Engine) foldIn(ctx context.Context, tx *sql.Tx, limit int) (int, error)
 	if err := c.dropMissingRuns(ctx, tx); err != nil {
 		return 0, err
 	}
-	err = writeChunked(ctx, tx, &e.stmts.updateTasks, len(c.tasks), &e.args, func(a []any, i int) []any {
-		t := &c.tasks[i]
-		return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, t.retryAt,
-			t.reason, t.detail, t.question, t.answer, t.cancel, t.review, t.runID, t.idx)
+	// The rows whose optional columns hold their defaults through the plain statements
+	// (multirow.go), the others whole.
+	at, k := splitPlain(e.split, len(c.tasks), func(i int) bool { return c.tasks[i].plain() })
+	e.split = at
+	err = writeChunked(ctx, tx, &e.stmts.updateTasksPlain, k, &e.args, func(a []any, i int) []any {
+		t := &c.tasks[at[i]]
+		return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, t.runID, t.idx)
 	})
+	if err == nil {
+		err = writeChunked(ctx, tx, &e.stmts.updateTasks, len(at)-k, &e.args, func(a []any, i int) []any {
+			t := &c.tasks[at[k+i]]
+			return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, t.retryAt,
+				t.reason, t.detail, t.question, t.answer, t.cancel, t.review, t.runID, t.idx)
+		})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("fold the row log into tasks: %w", err)
 	}
-	err = writeChunked(ctx, tx, &e.stmts.insertAttemptsWhole, len(c.inserted), &e.args, func(a []any, i int) []any {
-		x := &c.inserted[i]
-		return append(a, x.dispatchID, x.runID, x.taskIdx, x.number, x.state, x.reason, x.parentID, x.inputs, x.firedAt,
-			x.endedAt, x.usage, x.verdict)
+	at, k = splitPlain(e.split, len(c.inserted), func(i int) bool { return c.inserted[i].plain() })
+	e.split = at
+	err = writeChunked(ctx, tx, &e.stmts.insertAttemptsWholePlain, k, &e.args, func(a []any, i int) []any {
+		x := &c.inserted[at[i]]
+		return append(a, x.dispatchID, x.runID, x.taskIdx, x.number, x.state, x.inputs, x.firedAt, x.endedAt)
 	})
+	if err == nil {
+		err = writeChunked(ctx, tx, &e.stmts.insertAttemptsWhole, len(at)-k, &e.args, func(a []any, i int) []any {
+			x := &c.inserted[at[k+i]]
+			return append(a, x.dispatchID, x.runID, x.taskIdx, x.number, x.state, x.reason, x.parentID, x.inputs, x.firedAt,
+				x.endedAt, x.usage, x.verdict)
+		})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("fold the row log into attempts: %w", err)
 	}

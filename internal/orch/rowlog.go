@@ -46,6 +46,12 @@ type taskImage struct {
 	review     string
 }
 
+// plain says whether t's optional columns hold their defaults: the plain update writes it
+// (multirow.go).
+func (t *taskImage) plain() bool {
+	return t.retryAt == "" && t.reason == "" && t.detail == "" && t.question == "" && t.answer == "" && !t.cancel && t.review == ""
+}
+
 // attemptImage is an attempt row: as inserted (state live) or, in an overlay, as ended.
 type attemptImage struct {
 	dispatchID, runID string
@@ -118,4 +124,10 @@ func attemptFromWire(a *rowlog.Attempt) attemptImage {
 // endFromWire is a decoded attempt end.
 func endFromWire(x *rowlog.End) endImage {
 	return endImage{id: x.ID, state: x.State, reason: x.Reason, endedAt: x.EndedAt, usage: x.Usage, verdict: x.Verdict}
+}
+
+// plain says whether a's optional columns hold their defaults: the plain insert writes it
+// (multirow.go).
+func (a *attemptImage) plain() bool {
+	return a.reason == "" && a.parentID == "" && a.usage == "" && a.verdict == ""
 }
