@@ -25,8 +25,9 @@ type batch struct {
 	cancels  []string
 	sealed   []string
 	replies  []func(error)
-	exts     []extInsert // extensions of runs that exist: their rows and their tasks' rows
-	upd      []*task     // writeRows's: the tasks whose rows it updates
+	pooled   []map[string]any // the details maps newDetails made for this batch's entries
+	exts     []extInsert      // extensions of runs that exist: their rows and their tasks' rows
+	upd      []*task          // writeRows's: the tasks whose rows it updates
 }
 
 type attemptRow struct {
@@ -56,7 +57,7 @@ func (b *batch) reuse() *batch {
 	clear(b.entries)
 	return &batch{
 		runs: map[*run]bool{}, tasks: b.tasks[:0], fires: b.fires[:0], attempts: b.attempts[:0], ended: b.ended[:0], events: b.events[:0],
-		upd: b.upd[:0], entries: b.entries[:0],
+		upd: b.upd[:0], entries: b.entries[:0], pooled: b.pooled[:0],
 	}
 }
 
@@ -112,6 +113,42 @@ func (e *Engine) record(r *run, t *task, kind string, details map[string]any) {
 	r.entries++
 	e.b.events = append(e.b.events, ev)
 	e.b.runs[r] = true
+}
+
+// newDetails is an empty details map for an entry of the current batch, from the maps of
+// batches committed before (recycleDetails): the entries of every transition otherwise
+// make one each. The map must go to e.record and nowhere else.
+func (e *Engine) newDetails() map[string]any {
+	var m map[string]any
+	if n := len(e.freeDetails); n > 0 {
+		m = e.freeDetails[n-1]
+		e.freeDetails[n-1] = nil
+		e.freeDetails = e.freeDetails[:n-1]
+	} else {
+		m = make(map[string]any, smallDetails)
+	}
+	e.b.pooled = append(e.b.pooled, m)
+	return m
+}
+
+// Details maps are kept for reuse while they hold at most smallDetails keys (one group of
+// the map's table), at most maxFreeDetails of them.
+const (
+	smallDetails   = 8
+	maxFreeDetails = 1024
+)
+
+// recycleDetails empties the maps newDetails made for b, once b is committed and its
+// observer has returned (no one holds its entries then), and keeps them for the next batches.
+func (e *Engine) recycleDetails(b *batch) {
+	for _, m := range b.pooled {
+		if len(m) <= smallDetails && len(e.freeDetails) < maxFreeDetails {
+			clear(m)
+			e.freeDetails = append(e.freeDetails, m)
+		}
+	}
+	clear(b.pooled)
+	b.pooled = b.pooled[:0]
 }
 
 // commit writes the batch in one transaction.

@@ -15,7 +15,7 @@ import (
 // TestPlainFormsWriteTheSameRows writes the same rows, each holding the defaults of the
 // columns the plain forms leave out, once through the full statements and once through the
 // plain ones (multirow.go), in two runs, and compares every column of every row, its SQLite
-// type included (quote()): the plain forms' literals must store exactly what binding '' and 0
+// type included (quote()): the plain forms' literals must store exactly what binding ” and 0
 // (and false) stores.
 func TestPlainFormsWriteTheSameRows(t *testing.T) {
 	ctx := context.Background()
