@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -40,8 +42,9 @@ func (l *Log) AppendAllAlongside(ctx context.Context, tx *sql.Tx, st *Statements
 	first := a.next()
 	at := l.now().UTC().Format(time.RFC3339Nano)
 	enc := encodeAlongside(first, at, entries)
-	// However the append ends, the encoder is done with entries before it returns.
-	defer enc.finish()
+	// However the append ends, the encoder is done with entries before it returns, and its
+	// buffers go back to the pool.
+	defer enc.release()
 	if err := rows(); err != nil {
 		return 0, err
 	}
@@ -60,23 +63,47 @@ func (l *Log) AppendAllAlongside(ctx context.Context, tx *sql.Tx, st *Statements
 // encoding, which outlasts the caller's rows).
 type encoder struct {
 	bodies, leaves [][]byte
+	bufs           *encodeBufs
 	done           chan int // the count of entries encoded so far, after every chunk; closed at the end
 	err            error    // why the encoding stopped, set before done is closed
 	ready          int      // the caller's: entries it knows are encoded
 }
 
+// encodeBufs is what an encoder writes into: the batch's bodies one after another in body,
+// and the lists of bodies and leaf hashes. They are pooled: a writer appending batch after
+// batch then encodes into the same memory instead of a buffer per entry. The bodies are done
+// with once the append returns (the inserts copy them); the leaf hashes stay the tree's.
+type encodeBufs struct {
+	body           []byte
+	bodies, leaves [][]byte
+}
+
+var encodeBufPool = sync.Pool{New: func() any { return new(encodeBufs) }}
+
+// maxPooledBody is the largest body buffer put back in the pool: a rare huge batch's
+// buffer is left to the collector rather than kept.
+const maxPooledBody = 4 << 20
+
 // encodeAlongside starts encoding entries as seq first on, stamped at.
 func encodeAlongside(first int64, at string, entries []Entry) *encoder {
-	enc := &encoder{bodies: make([][]byte, len(entries)), leaves: make([][]byte, len(entries)),
-		done: make(chan int, len(entries)/entryChunk+1)}
+	bufs := encodeBufPool.Get().(*encodeBufs)
+	bufs.bodies = slices.Grow(bufs.bodies[:0], len(entries))[:len(entries)]
+	bufs.leaves = slices.Grow(bufs.leaves[:0], len(entries))[:len(entries)]
+	enc := &encoder{bodies: bufs.bodies, leaves: bufs.leaves, bufs: bufs, done: make(chan int, len(entries)/entryChunk+1)}
 	go func() {
 		defer close(enc.done)
+		buf := bufs.body[:0]
+		defer func() { bufs.body = buf }()
 		for i, e := range entries {
-			body, err := encodeEntry(first+int64(i), at, e)
-			if err != nil {
+			start := len(buf)
+			var err error
+			if buf, err = appendEntry(buf, first+int64(i), at, e); err != nil {
 				enc.err = err
 				return
 			}
+			// Capped at its end: nothing appended later writes into an entry's body, and a
+			// buffer that grows leaves the bodies before it where they are.
+			body := buf[start:len(buf):len(buf)]
 			enc.bodies[i], enc.leaves[i] = body, LeafHash(body)
 			if n := i + 1; n%entryChunk == 0 || n == len(entries) {
 				enc.done <- n
@@ -101,8 +128,17 @@ func (enc *encoder) wait(n int) error {
 	return nil
 }
 
-// finish waits for the encoder's goroutine to end.
-func (enc *encoder) finish() {
+// release waits for the encoder's goroutine to end and puts its buffers back in the pool;
+// the bodies must not be used after it.
+func (enc *encoder) release() {
 	for range enc.done {
 	}
+	b := enc.bufs
+	clear(b.bodies)
+	clear(b.leaves)
+	b.bodies, b.leaves = b.bodies[:0], b.leaves[:0]
+	if cap(b.body) <= maxPooledBody {
+		encodeBufPool.Put(b)
+	}
+	enc.bufs, enc.bodies, enc.leaves = nil, nil, nil
 }

@@ -134,13 +134,18 @@ func (a *appender) next() int64 { return int64(a.r.End()) }
 // encodeEntry is the canonical JSON of e as entry seq stamped at: the bytes that are hashed.
 // It fails only on details that have no canonical form (see [jcs.Marshal]).
 func encodeEntry(seq int64, at string, e Entry) ([]byte, error) {
+	return appendEntry(make([]byte, 0, 512), seq, at, e)
+}
+
+// appendEntry is [encodeEntry] appending to dst.
+func appendEntry(dst []byte, seq int64, at string, e Entry) ([]byte, error) {
 	details := e.Details
 	if details == nil {
 		details = map[string]any{}
 	}
 	// The envelope's keys in RFC 8785 order, the bytes jcs.Marshal writes for the same map
 	// without building and sorting one per entry.
-	body, err := jcs.MarshalObject(jcs.Field{Key: "actor", Value: e.Actor}, jcs.Field{Key: "details", Value: details},
+	body, err := jcs.AppendObject(dst, jcs.Field{Key: "actor", Value: e.Actor}, jcs.Field{Key: "details", Value: details},
 		jcs.Field{Key: "kind", Value: e.Kind}, jcs.Field{Key: "seq", Value: seq}, jcs.Field{Key: "subject", Value: e.Subject},
 		jcs.Field{Key: "time", Value: at})
 	if err != nil {

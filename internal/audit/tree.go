@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -27,7 +28,22 @@ var ErrTampered = errors.New("audit log tampered with")
 
 var hasher = rfc6962.DefaultHasher
 
-var rangeFactory = &compact.RangeFactory{Hash: hasher.HashChildren}
+var rangeFactory = &compact.RangeFactory{Hash: hashChildren}
+
+// hashChildren is hasher.HashChildren, SHA-256(0x01 || l || r), for two SHA-256 hashes
+// without the buffer and hash state it makes per call: appending an entry hashes a node or
+// two of the tree.
+func hashChildren(l, r []byte) []byte {
+	if len(l) != sha256.Size || len(r) != sha256.Size {
+		return hasher.HashChildren(l, r)
+	}
+	var b [1 + 2*sha256.Size]byte
+	b[0] = rfc6962.RFC6962NodeHashPrefix
+	copy(b[1:], l)
+	copy(b[1+sha256.Size:], r)
+	sum := sha256.Sum256(b[:])
+	return sum[:]
+}
 
 // nodeKey packs a node id into the audit_nodes key. A leaf's key is its index, which is also
 // its entry's seq: leaves are not stored in audit_nodes (audit_entries.leaf_hash holds them),

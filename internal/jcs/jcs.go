@@ -37,8 +37,14 @@ type Field struct {
 // others are refused, never reordered. A caller with a fixed set of keys (an audit entry's
 // envelope, written for every entry) so builds and sorts no map for them.
 func MarshalObject(fields ...Field) ([]byte, error) {
-	var b bytes.Buffer
-	b.Grow(512)
+	return AppendObject(make([]byte, 0, 512), fields...)
+}
+
+// AppendObject is [MarshalObject] appending to dst: a writer that encodes object after object
+// (an audit batch's entries) can keep them in one buffer it reuses. On an error dst's bytes
+// are unchanged, though more may have been written past them.
+func AppendObject(dst []byte, fields ...Field) ([]byte, error) {
+	b := bytes.NewBuffer(dst)
 	b.WriteByte('{')
 	for i, f := range fields {
 		if i > 0 {
@@ -47,11 +53,11 @@ func MarshalObject(fields ...Field) ([]byte, error) {
 			}
 			b.WriteByte(',')
 		}
-		if err := encodeString(&b, f.Key); err != nil {
+		if err := encodeString(b, f.Key); err != nil {
 			return nil, err
 		}
 		b.WriteByte(':')
-		if err := encode(&b, f.Value); err != nil {
+		if err := encode(b, f.Value); err != nil {
 			return nil, err
 		}
 	}

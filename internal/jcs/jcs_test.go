@@ -154,6 +154,11 @@ func TestMarshalObject(t *testing.T) {
 	if err != nil || string(got) != string(want) {
 		t.Errorf("MarshalObject = %s, %v; want %s", got, err, want)
 	}
+	// AppendObject writes the same bytes after what dst holds, leaving those as they were.
+	prefix := []byte(`{"earlier":1}`)
+	if got, err := jcs.AppendObject(prefix, fields...); err != nil || string(got) != string(prefix)+string(want) {
+		t.Errorf("AppendObject = %s, %v; want %s%s", got, err, prefix, want)
+	}
 	if got, err := jcs.MarshalObject(); err != nil || string(got) != "{}" {
 		t.Errorf("MarshalObject() = %s, %v; want {}", got, err)
 	}

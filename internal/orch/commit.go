@@ -25,8 +25,9 @@ type batch struct {
 	cancels  []string
 	sealed   []string
 	replies  []func(error)
-	exts     []extInsert // extensions of runs that exist: their rows and their tasks' rows
-	upd      []*task     // writeRows's: the tasks whose rows it updates
+	pooled   []map[string]any // the details maps newDetails made for this batch's entries
+	exts     []extInsert      // extensions of runs that exist: their rows and their tasks' rows
+	upd      []*task          // writeRows's: the tasks whose rows it updates
 }
 
 type attemptRow struct {
@@ -45,16 +46,18 @@ type attemptEnd struct {
 func newBatch() *batch { return &batch{runs: map[*run]bool{}} }
 
 // reuse empties b for the next batch, keeping the capacity of the lists that carry no
-// reference out of the engine (fires were copied to the executor, events to watchers):
-// a batch of a few hundred transitions otherwise grows each of them from nothing.
+// reference out of the engine (fires were copied to the executor, events to watchers, the
+// entries encoded, and an Observer reads them only during its call): a batch of a few
+// hundred transitions otherwise grows each of them from nothing.
 func (b *batch) reuse() *batch {
 	clear(b.tasks)
 	clear(b.fires)
 	clear(b.events)
 	clear(b.upd)
+	clear(b.entries)
 	return &batch{
 		runs: map[*run]bool{}, tasks: b.tasks[:0], fires: b.fires[:0], attempts: b.attempts[:0], ended: b.ended[:0], events: b.events[:0],
-		upd: b.upd[:0],
+		upd: b.upd[:0], entries: b.entries[:0], pooled: b.pooled[:0],
 	}
 }
 
@@ -110,6 +113,42 @@ func (e *Engine) record(r *run, t *task, kind string, details map[string]any) {
 	r.entries++
 	e.b.events = append(e.b.events, ev)
 	e.b.runs[r] = true
+}
+
+// newDetails is an empty details map for an entry of the current batch, from the maps of
+// batches committed before (recycleDetails): the entries of every transition otherwise
+// make one each. The map must go to e.record and nowhere else.
+func (e *Engine) newDetails() map[string]any {
+	var m map[string]any
+	if n := len(e.freeDetails); n > 0 {
+		m = e.freeDetails[n-1]
+		e.freeDetails[n-1] = nil
+		e.freeDetails = e.freeDetails[:n-1]
+	} else {
+		m = make(map[string]any, smallDetails)
+	}
+	e.b.pooled = append(e.b.pooled, m)
+	return m
+}
+
+// Details maps are kept for reuse while they hold at most smallDetails keys (one group of
+// the map's table), at most maxFreeDetails of them.
+const (
+	smallDetails   = 8
+	maxFreeDetails = 1024
+)
+
+// recycleDetails empties the maps newDetails made for b, once b is committed and its
+// observer has returned (no one holds its entries then), and keeps them for the next batches.
+func (e *Engine) recycleDetails(b *batch) {
+	for _, m := range b.pooled {
+		if len(m) <= smallDetails && len(e.freeDetails) < maxFreeDetails {
+			clear(m)
+			e.freeDetails = append(e.freeDetails, m)
+		}
+	}
+	clear(b.pooled)
+	b.pooled = b.pooled[:0]
 }
 
 // commit writes the batch in one transaction.
@@ -276,8 +315,23 @@ func (e *Engine) insertRun(ctx context.Context, tx *sql.Tx, r *run) error {
 // a run's rows were once written with, which SQLite compiled more slowly than it ran a
 // one-row statement that many times (docs/BENCHMARKS.md).
 func (e *Engine) insertTasks(ctx context.Context, tx *sql.Tx, r *run, tasks []*task) error {
-	return writeChunked(ctx, tx, &e.stmts.insertTasks, len(tasks), &e.args, func(a []any, i int) []any {
+	// A new task's row is nearly always its defaults but its state and ready_seq: the plain
+	// insert binds only what differs (multirow.go).
+	at, k := splitPlain(e.split, len(tasks), func(i int) bool {
 		t := tasks[i]
+		return t.attempts == 0 && t.failures == 0 && t.dispatchID == "" && t.retryAt.IsZero() && t.reason == "" && t.detail == "" &&
+			t.question == "" && t.answer == "" && !t.cancel
+	})
+	e.split = at
+	err := writeChunked(ctx, tx, &e.stmts.insertTasksPlain, k, &e.args, func(a []any, i int) []any {
+		t := tasks[at[i]]
+		return append(a, r.id, t.idx, t.spec.ID, t.state, t.readySeq)
+	})
+	if err != nil {
+		return err
+	}
+	return writeChunked(ctx, tx, &e.stmts.insertTasks, len(at)-k, &e.args, func(a []any, i int) []any {
+		t := tasks[at[k+i]]
 		return append(a, r.id, t.idx, t.spec.ID, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq,
 			ts(t.retryAt), t.reason, t.detail, t.question, t.answer, t.cancel)
 	})

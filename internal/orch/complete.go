@@ -23,7 +23,8 @@ func (e *Engine) complete(o Outcome) {
 	now := e.opts.Now()
 	end := attemptEnd{id: o.DispatchID, runID: r.id, state: o.State, reason: o.Reason, at: now}
 	cancelled := t.cancel || r.cancelRequested
-	details := map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyDispatchID: o.DispatchID}
+	details := e.newDetails()
+	details[entry.KeyAttempt], details[entry.KeyDispatchID] = int64(t.attempts), o.DispatchID
 	if u := o.Usage; u != nil {
 		// Committed with the attempt's end and its audit entry: the run's usage is the sum
 		// over its attempts' rows, whatever crashes.

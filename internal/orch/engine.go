@@ -51,8 +51,11 @@ type Engine struct {
 	log   *audit.Log
 	exec  Executor
 	opts  Options
-	stmts stmts // the commit's statements, prepared in Open, closed when Run returns
-	args  []any // a commit's statement arguments, reused (multirow.go)
+	stmts stmts   // the commit's statements, prepared in Open, closed when Run returns
+	args  []any   // a commit's statement arguments, reused (multirow.go)
+	split []int32 // the rows of a multi-row write, plain first (splitPlain), reused
+	// freeDetails are emptied details maps of committed batches (newDetails).
+	freeDetails []map[string]any
 
 	// The row log (rowlog.go, fold.go): the record being written, its plain values and its
 	// bytes, reused; whether the current commit wrote a record; how many records wait; whether
@@ -60,6 +63,7 @@ type Engine struct {
 	rec       logRecord
 	recWire   rowlog.Record // rec as rowlog's plain values, reused
 	logBuf    []byte
+	folded    rowChanges          // what a fold reads back (fold.go), reused
 	logNames  []string            // the record's runs column (logRuns), reused
 	logNamed  map[string]struct{} // its names as a set
 	logged    bool
@@ -406,6 +410,7 @@ func (e *Engine) flush(ctx context.Context) error {
 	if len(b.sealed) > 0 && e.opts.AfterCommit != nil {
 		e.opts.AfterCommit(ctx, b.sealed)
 	}
+	e.recycleDetails(b)
 	e.spare = b
 	return nil
 }

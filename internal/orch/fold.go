@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agora-dev/agora/internal/orch/rowlog"
 )
 
 // The fold brings the tasks and attempts tables up to date from row_log (rowlog.go) and
@@ -40,17 +42,31 @@ type taskKey struct {
 
 // rowChanges is what records do to the tables, latest image last: a task's last image, an
 // attempt fired in them as it stands (ended or not), and the ends of attempts fired before.
+// The engine keeps one for its folds (reset keeps its maps' room and lists); its images are
+// held by value, so what a fold reads back is a few lists, not a node per row.
 type rowChanges struct {
-	tasks    map[taskKey]taskImage
-	taskKeys []taskKey
-	inserted map[string]*attemptImage
-	insOrder []string
+	tasks    []taskImage     // the tasks updated, in the order first named, each as last written
+	taskAt   map[taskKey]int // a task's place in tasks
+	inserted []attemptImage  // attempts fired in the records, in the order fired
+	insAt    map[string]int  // an attempt's place in inserted
 	ends     map[string]endImage
 	endOrder []string
+	dec      rowlog.Reader // the records' decoder, its lists and values reused
 }
 
 func newRowChanges() *rowChanges {
-	return &rowChanges{tasks: map[taskKey]taskImage{}, inserted: map[string]*attemptImage{}, ends: map[string]endImage{}}
+	return &rowChanges{taskAt: map[taskKey]int{}, insAt: map[string]int{}, ends: map[string]endImage{}}
+}
+
+// reset empties c for the next fold, keeping its room.
+func (c *rowChanges) reset() {
+	clear(c.taskAt)
+	clear(c.insAt)
+	clear(c.ends)
+	clear(c.tasks)
+	clear(c.inserted)
+	clear(c.endOrder)
+	c.tasks, c.inserted, c.endOrder = c.tasks[:0], c.inserted[:0], c.endOrder[:0]
 }
 
 func (c *rowChanges) empty() bool {
@@ -58,17 +74,20 @@ func (c *rowChanges) empty() bool {
 }
 
 // add applies rec after everything added before it.
-func (c *rowChanges) add(rec *logRecord) error {
-	for _, t := range rec.tasks {
+func (c *rowChanges) add(rec *rowlog.Record) error {
+	for i := range rec.Tasks {
+		t := taskFromWire(&rec.Tasks[i])
 		k := taskKey{t.runID, t.idx}
-		if _, ok := c.tasks[k]; !ok {
-			c.taskKeys = append(c.taskKeys, k)
+		if at, ok := c.taskAt[k]; ok {
+			c.tasks[at] = t
+			continue
 		}
-		c.tasks[k] = t
+		c.taskAt[k] = len(c.tasks)
+		c.tasks = append(c.tasks, t)
 	}
-	for i := range rec.inserts {
-		a := rec.inserts[i]
-		if _, dup := c.inserted[a.dispatchID]; dup {
+	for i := range rec.Inserts {
+		a := attemptFromWire(&rec.Inserts[i])
+		if _, dup := c.insAt[a.dispatchID]; dup {
 			return fmt.Errorf("%w: attempt %s fired twice", errLogRecord, a.dispatchID)
 		}
 		// The engine ends an attempt only after firing it. An end before the fire updated no
@@ -76,11 +95,13 @@ func (c *rowChanges) add(rec *logRecord) error {
 		if _, ended := c.ends[a.dispatchID]; ended {
 			return fmt.Errorf("%w: attempt %s fired after the log ended it", errLogRecord, a.dispatchID)
 		}
-		c.inserted[a.dispatchID] = &a
-		c.insOrder = append(c.insOrder, a.dispatchID)
+		c.insAt[a.dispatchID] = len(c.inserted)
+		c.inserted = append(c.inserted, a)
 	}
-	for _, x := range rec.ends {
-		if a, ok := c.inserted[x.id]; ok {
+	for i := range rec.Ends {
+		x := endFromWire(&rec.Ends[i])
+		if at, ok := c.insAt[x.id]; ok {
+			a := &c.inserted[at]
 			a.state, a.reason, a.endedAt, a.usage, a.verdict = x.state, x.reason, x.endedAt, x.usage, x.verdict
 			continue
 		}
@@ -106,11 +127,13 @@ func readLog(ctx context.Context, q querier, limit int, c *rowChanges) (last int
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var b []byte
+		// The record is decoded before the next Scan: sql.RawBytes lends the driver's copy
+		// of it instead of making one more.
+		var b sql.RawBytes
 		if err := rows.Scan(&last, &b); err != nil {
 			return 0, 0, fmt.Errorf("read orch.db's row log: %w", err)
 		}
-		rec, err := decodeLogRecord(b)
+		rec, err := c.dec.Decode(b)
 		if err == nil {
 			err = c.add(rec)
 		}
@@ -134,7 +157,12 @@ type querier interface {
 // foldIn applies up to limit records (0: all) to the tables in tx and deletes them; it
 // returns how many it applied.
 func (e *Engine) foldIn(ctx context.Context, tx *sql.Tx, limit int) (int, error) {
-	c := newRowChanges()
+	c := &e.folded
+	if c.taskAt == nil {
+		*c = *newRowChanges()
+	}
+	c.reset()
+	defer c.reset() // the images are garbage once written: hold none between folds
 	last, n, err := readLog(ctx, tx, limit, c)
 	if err != nil || n == 0 {
 		return 0, err
@@ -142,20 +170,37 @@ func (e *Engine) foldIn(ctx context.Context, tx *sql.Tx, limit int) (int, error)
 	if err := c.dropMissingRuns(ctx, tx); err != nil {
 		return 0, err
 	}
-	keys := c.taskKeys
-	err = writeChunked(ctx, tx, &e.stmts.updateTasks, len(keys), &e.args, func(a []any, i int) []any {
-		t := c.tasks[keys[i]]
-		return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, t.retryAt,
-			t.reason, t.detail, t.question, t.answer, t.cancel, t.review, t.runID, t.idx)
+	// The rows whose optional columns hold their defaults through the plain statements
+	// (multirow.go), the others whole.
+	at, k := splitPlain(e.split, len(c.tasks), func(i int) bool { return c.tasks[i].plain() })
+	e.split = at
+	err = writeChunked(ctx, tx, &e.stmts.updateTasksPlain, k, &e.args, func(a []any, i int) []any {
+		t := &c.tasks[at[i]]
+		return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, t.runID, t.idx)
 	})
+	if err == nil {
+		err = writeChunked(ctx, tx, &e.stmts.updateTasks, len(at)-k, &e.args, func(a []any, i int) []any {
+			t := &c.tasks[at[k+i]]
+			return append(a, t.state, t.attempts, t.failures, t.dispatchID, t.readySeq, t.retryAt,
+				t.reason, t.detail, t.question, t.answer, t.cancel, t.review, t.runID, t.idx)
+		})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("fold the row log into tasks: %w", err)
 	}
-	err = writeChunked(ctx, tx, &e.stmts.insertAttemptsWhole, len(c.insOrder), &e.args, func(a []any, i int) []any {
-		x := c.inserted[c.insOrder[i]]
-		return append(a, x.dispatchID, x.runID, x.taskIdx, x.number, x.state, x.reason, x.parentID, x.inputs, x.firedAt,
-			x.endedAt, x.usage, x.verdict)
+	at, k = splitPlain(e.split, len(c.inserted), func(i int) bool { return c.inserted[i].plain() })
+	e.split = at
+	err = writeChunked(ctx, tx, &e.stmts.insertAttemptsWholePlain, k, &e.args, func(a []any, i int) []any {
+		x := &c.inserted[at[i]]
+		return append(a, x.dispatchID, x.runID, x.taskIdx, x.number, x.state, x.inputs, x.firedAt, x.endedAt)
 	})
+	if err == nil {
+		err = writeChunked(ctx, tx, &e.stmts.insertAttemptsWhole, len(at)-k, &e.args, func(a []any, i int) []any {
+			x := &c.inserted[at[k+i]]
+			return append(a, x.dispatchID, x.runID, x.taskIdx, x.number, x.state, x.reason, x.parentID, x.inputs, x.firedAt,
+				x.endedAt, x.usage, x.verdict)
+		})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("fold the row log into attempts: %w", err)
 	}
@@ -228,8 +273,8 @@ func (e *Engine) afterFlush(ctx context.Context) error {
 // never inserted again. (Its task updates would match no row anyway.)
 func (c *rowChanges) dropMissingRuns(ctx context.Context, q querier) error {
 	exists := map[string]bool{}
-	for _, id := range c.insOrder {
-		run := c.inserted[id].runID
+	for i := range c.inserted {
+		run := c.inserted[i].runID
 		if _, seen := exists[run]; seen {
 			continue
 		}
@@ -240,14 +285,18 @@ func (c *rowChanges) dropMissingRuns(ctx context.Context, q querier) error {
 		}
 		exists[run] = err == nil
 	}
-	kept := c.insOrder[:0]
-	for _, id := range c.insOrder {
-		if exists[c.inserted[id].runID] {
-			kept = append(kept, id)
+	kept := c.inserted[:0]
+	for _, a := range c.inserted {
+		if exists[a.runID] {
+			kept = append(kept, a)
 		} else {
-			delete(c.inserted, id)
+			delete(c.insAt, a.dispatchID)
 		}
 	}
-	c.insOrder = kept
+	clear(c.inserted[len(kept):])
+	c.inserted = kept
+	for i := range c.inserted {
+		c.insAt[c.inserted[i].dispatchID] = i
+	}
 	return nil
 }

@@ -93,12 +93,58 @@ var (
 	}
 )
 
-// The key positions of the two UPDATE ... FROM (VALUES ...) forms: a task's run id and
-// position (column13, column14); an attempt's dispatch id (column6).
+// The plain forms of updateTaskChunk, insertTaskChunk and insertAttemptWholeChunk, for the
+// rows whose optional columns hold their defaults (” and 0: no retry, reason, detail,
+// question, answer, cancel or review; no reason, parent, usage or verdict), written as
+// literals: such a row, the common one, binds half the arguments, and database/sql converts
+// (and the driver binds) every argument of every row on each call. The rows stored are the
+// same. A batch's rows go to the plain or the full form, never both (splitPlain), so a key
+// is still checked once per batch (the fold's rows are one per key by construction).
 var (
-	updateTaskKey = []int{12, 13}
-	endAttemptKey = []int{5}
+	updateTaskPlainChunk = [3]string{
+		`UPDATE tasks SET state = v.column1, attempts = v.column2, failures = v.column3, dispatch_id = v.column4,
+		ready_seq = v.column5, retry_at = '', reason = '', detail = '', question = '', answer = '', cancel = 0,
+		review = '' FROM (VALUES `,
+		`(?,?,?,?,?,?,?)`,
+		`) AS v WHERE tasks.run_id = v.column6 AND tasks.idx = v.column7`,
+	}
+	insertTaskPlainChunk = [3]string{
+		insertTaskChunk[0],
+		`(?, ?, ?, ?, 0, 0, '', ?, '', '', '', '', '', 0)`,
+		``,
+	}
+	insertAttemptWholePlainChunk = [3]string{
+		insertAttemptWholeChunk[0],
+		`(?, ?, ?, ?, ?, '', '', ?, ?, ?, '', '')`,
+		``,
+	}
 )
+
+// The key positions of the UPDATE ... FROM (VALUES ...) forms: a task's run id and position
+// (column13, column14; the plain form's column6, column7); an attempt's dispatch id (column6).
+var (
+	updateTaskKey      = []int{12, 13}
+	updateTaskPlainKey = []int{5, 6}
+	endAttemptKey      = []int{5}
+)
+
+// splitPlain puts in dst (its room reused) the places of the rows [0, n) for which plain
+// holds, then those of the others, each in order, and returns it with how many are plain.
+func splitPlain(dst []int32, n int, plain func(i int) bool) ([]int32, int) {
+	dst = dst[:0]
+	for i := range n {
+		if plain(i) {
+			dst = append(dst, int32(i))
+		}
+	}
+	k := len(dst)
+	for i := range n {
+		if !plain(i) {
+			dst = append(dst, int32(i))
+		}
+	}
+	return dst, k
+}
 
 // prepareChunked compiles the small and big forms of q on db; one is the one-row statement,
 // key the positions of the key its rows join on (nil: an INSERT).

@@ -21,7 +21,8 @@ type Observer interface {
 	Reattached(a Attempt)
 }
 
-// Batch is one committed batch as an [Observer] sees it. Entries must not be changed.
+// Batch is one committed batch as an [Observer] sees it. Entries must not be changed, nor
+// kept past the call: the engine reuses the list for its next batch.
 type Batch struct {
 	Entries []audit.Entry
 	Began   time.Time     // when the first event of the batch was taken

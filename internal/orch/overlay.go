@@ -71,12 +71,14 @@ func readOverlay(ctx context.Context, q querier) (*overlay, error) {
 	if _, n, err := readLog(ctx, q, 0, c); err != nil || n == 0 {
 		return nil, err
 	}
-	ov := &overlay{tasks: c.tasks, attempts: make(map[string]attemptImage, len(c.inserted)+len(c.ends)), runs: map[string]bool{}}
-	for k := range c.tasks {
-		ov.runs[k.run] = true
+	ov := &overlay{tasks: make(map[taskKey]taskImage, len(c.tasks)), attempts: make(map[string]attemptImage, len(c.inserted)+len(c.ends)),
+		runs: map[string]bool{}}
+	for _, t := range c.tasks {
+		ov.tasks[taskKey{t.runID, t.idx}] = t
+		ov.runs[t.runID] = true
 	}
-	for id, a := range c.inserted {
-		ov.attempts[id] = *a
+	for _, a := range c.inserted {
+		ov.attempts[a.dispatchID] = a
 		ov.runs[a.runID] = true
 	}
 	for _, id := range c.endOrder {

@@ -46,6 +46,12 @@ type taskImage struct {
 	review     string
 }
 
+// plain says whether t's optional columns hold their defaults: the plain update writes it
+// (multirow.go).
+func (t *taskImage) plain() bool {
+	return t.retryAt == "" && t.reason == "" && t.detail == "" && t.question == "" && t.answer == "" && !t.cancel && t.review == ""
+}
+
 // attemptImage is an attempt row: as inserted (state live) or, in an overlay, as ended.
 type attemptImage struct {
 	dispatchID, runID string
@@ -90,17 +96,38 @@ func decodeLogRecord(b []byte) (*logRecord, error) {
 		return nil, err
 	}
 	r := &logRecord{tasks: make([]taskImage, len(w.Tasks)), inserts: make([]attemptImage, len(w.Inserts)), ends: make([]endImage, len(w.Ends))}
-	for i, t := range w.Tasks {
-		r.tasks[i] = taskImage{runID: t.RunID, idx: t.Idx, state: t.State, attempts: t.Attempts, failures: t.Failures, dispatchID: t.DispatchID,
-			readySeq: t.ReadySeq, retryAt: t.RetryAt, reason: t.Reason, detail: t.Detail, question: t.Question, answer: t.Answer,
-			cancel: t.Cancel, review: t.Review}
+	for i := range w.Tasks {
+		r.tasks[i] = taskFromWire(&w.Tasks[i])
 	}
-	for i, a := range w.Inserts {
-		r.inserts[i] = attemptImage{dispatchID: a.DispatchID, runID: a.RunID, taskIdx: a.TaskIdx, number: a.Number, state: lifecycle.AttemptLive,
-			parentID: a.ParentID, inputs: a.Inputs, firedAt: a.FiredAt}
+	for i := range w.Inserts {
+		r.inserts[i] = attemptFromWire(&w.Inserts[i])
 	}
-	for i, x := range w.Ends {
-		r.ends[i] = endImage{id: x.ID, state: x.State, reason: x.Reason, endedAt: x.EndedAt, usage: x.Usage, verdict: x.Verdict}
+	for i := range w.Ends {
+		r.ends[i] = endFromWire(&w.Ends[i])
 	}
 	return r, nil
+}
+
+// taskFromWire is a decoded task row image.
+func taskFromWire(t *rowlog.Task) taskImage {
+	return taskImage{runID: t.RunID, idx: t.Idx, state: t.State, attempts: t.Attempts, failures: t.Failures, dispatchID: t.DispatchID,
+		readySeq: t.ReadySeq, retryAt: t.RetryAt, reason: t.Reason, detail: t.Detail, question: t.Question, answer: t.Answer,
+		cancel: t.Cancel, review: t.Review}
+}
+
+// attemptFromWire is a decoded fired attempt: its row as inserted, live.
+func attemptFromWire(a *rowlog.Attempt) attemptImage {
+	return attemptImage{dispatchID: a.DispatchID, runID: a.RunID, taskIdx: a.TaskIdx, number: a.Number, state: lifecycle.AttemptLive,
+		parentID: a.ParentID, inputs: a.Inputs, firedAt: a.FiredAt}
+}
+
+// endFromWire is a decoded attempt end.
+func endFromWire(x *rowlog.End) endImage {
+	return endImage{id: x.ID, state: x.State, reason: x.Reason, endedAt: x.EndedAt, usage: x.Usage, verdict: x.Verdict}
+}
+
+// plain says whether a's optional columns hold their defaults: the plain insert writes it
+// (multirow.go).
+func (a *attemptImage) plain() bool {
+	return a.reason == "" && a.parentID == "" && a.usage == "" && a.verdict == ""
 }

@@ -35,7 +35,9 @@ func (e *Engine) becomeReady(t *task) {
 func (e *Engine) recordReady() {
 	for _, t := range e.readied {
 		if t.readyUnrecorded && t.state == lifecycle.TaskReady {
-			e.record(t.run, t, entry.TaskReady, map[string]any{"ready_seq": t.readySeq})
+			details := e.newDetails()
+			details["ready_seq"] = t.readySeq
+			e.record(t.run, t, entry.TaskReady, details)
 		}
 		t.readyUnrecorded = false
 	}
@@ -155,7 +157,9 @@ func (e *Engine) fire(t *task) {
 	a := e.attempt(t)
 	e.b.fires = append(e.b.fires, a)
 	e.b.attempts = append(e.b.attempts, attemptRow{taskIx: t.idx, at: e.opts.Now()})
-	details := map[string]any{entry.KeyAttempt: int64(t.attempts), entry.KeyDispatchID: t.dispatchID, entry.KeySubagent: r.subagent(t.spec.Subagent), "ready_seq": t.readySeq}
+	details := e.newDetails()
+	details[entry.KeyAttempt], details[entry.KeyDispatchID] = int64(t.attempts), t.dispatchID
+	details[entry.KeySubagent], details["ready_seq"] = r.subagent(t.spec.Subagent), t.readySeq
 	if t.parentID != "" {
 		details["answers"] = t.parentID
 	}

@@ -30,10 +30,13 @@ const (
 // stmts holds the engine's prepared statements. Owned by the Run goroutine once Run starts.
 type stmts struct {
 	updateRun, updateTask, insertTask, insertAttempt, endAttempt, insertAttemptWhole, insertLog *sql.Stmt
+	// The one-row plain forms (multirow.go).
+	updateTaskPlain, insertTaskPlain, insertAttemptWholePlain *sql.Stmt
 
 	// updateTask, insertTask, insertAttempt and endAttempt with their multi-row forms
-	// (multirow.go).
+	// (multirow.go), and the plain forms'.
 	updateTasks, insertTasks, insertAttempts, endAttempts, insertAttemptsWhole chunked
+	updateTasksPlain, insertTasksPlain, insertAttemptsWholePlain               chunked
 
 	audit *audit.Statements // the audit log's, for AppendAllWith
 }
@@ -47,6 +50,9 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&s.updateRun, sqlUpdateRun}, {&s.updateTask, sqlUpdateTask}, {&s.insertTask, sqlInsertTask},
 		{&s.insertAttempt, sqlInsertAttempt}, {&s.endAttempt, sqlEndAttempt}, {&s.insertAttemptWhole, sqlInsertAttemptWhole},
 		{&s.insertLog, sqlInsertLog},
+		{&s.updateTaskPlain, chunkSQL(updateTaskPlainChunk[0], updateTaskPlainChunk[1], updateTaskPlainChunk[2], 1)},
+		{&s.insertTaskPlain, chunkSQL(insertTaskPlainChunk[0], insertTaskPlainChunk[1], insertTaskPlainChunk[2], 1)},
+		{&s.insertAttemptWholePlain, chunkSQL(insertAttemptWholePlainChunk[0], insertAttemptWholePlainChunk[1], insertAttemptWholePlainChunk[2], 1)},
 	} {
 		st, err := db.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -62,7 +68,10 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		key []int
 	}{{&s.updateTasks, s.updateTask, updateTaskChunk, updateTaskKey}, {&s.insertTasks, s.insertTask, insertTaskChunk, nil},
 		{&s.insertAttempts, s.insertAttempt, insertAttemptChunk, nil}, {&s.endAttempts, s.endAttempt, endAttemptChunk, endAttemptKey},
-		{&s.insertAttemptsWhole, s.insertAttemptWhole, insertAttemptWholeChunk, nil}} {
+		{&s.insertAttemptsWhole, s.insertAttemptWhole, insertAttemptWholeChunk, nil},
+		{&s.updateTasksPlain, s.updateTaskPlain, updateTaskPlainChunk, updateTaskPlainKey},
+		{&s.insertTasksPlain, s.insertTaskPlain, insertTaskPlainChunk, nil},
+		{&s.insertAttemptsWholePlain, s.insertAttemptWholePlain, insertAttemptWholePlainChunk, nil}} {
 		ch, err := prepareChunked(ctx, db, c.one, c.q, c.key)
 		if err != nil {
 			s.close()
@@ -82,12 +91,14 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 // close releases the statements.
 func (s *stmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.updateRun, s.updateTask, s.insertTask, s.insertAttempt, s.endAttempt, s.insertAttemptWhole, s.insertLog} {
+	for _, st := range []*sql.Stmt{s.updateRun, s.updateTask, s.insertTask, s.insertAttempt, s.endAttempt, s.insertAttemptWhole, s.insertLog,
+		s.updateTaskPlain, s.insertTaskPlain, s.insertAttemptWholePlain} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
 	}
-	for _, c := range []*chunked{&s.updateTasks, &s.insertTasks, &s.insertAttempts, &s.endAttempts, &s.insertAttemptsWhole} {
+	for _, c := range []*chunked{&s.updateTasks, &s.insertTasks, &s.insertAttempts, &s.endAttempts, &s.insertAttemptsWhole,
+		&s.updateTasksPlain, &s.insertTasksPlain, &s.insertAttemptsWholePlain} {
 		errs = append(errs, c.close())
 	}
 	if s.audit != nil {

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/jcs"
@@ -124,11 +126,18 @@ func toCanonical(v any) (any, error) {
 
 // LeafHash is the RFC 6962 leaf hash: SHA-256(0x00 || data).
 func LeafHash(data []byte) []byte {
-	h := sha256.New()
+	h := leafHashers.Get().(hash.Hash)
+	h.Reset()
 	h.Write([]byte{0})
 	h.Write(data)
-	return h.Sum(nil)
+	sum := h.Sum(nil)
+	leafHashers.Put(h)
+	return sum
 }
+
+// leafHashers holds SHA-256 states for LeafHash: an engine hashes every entry it appends,
+// and a state per call was a third of what appending an entry allocates.
+var leafHashers = sync.Pool{New: func() any { return sha256.New() }}
 
 // KindMatches reports whether kind matches pattern: equal to it, or, for a pattern ending in
 // ".*", starting with the part before the "*".

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ErrDamaged is wrapped by every decoding error: a record that does not decode is a
@@ -13,15 +14,48 @@ var ErrDamaged = errors.New("damaged row log record")
 // Decode parses a record Encode wrote. It never panics and never allocates more than the
 // record's own length implies: every count is checked against the bytes left.
 func Decode(b []byte) (*Record, error) {
-	d := decoder{b: b}
+	r := Reader{plain: true}
+	return r.Decode(b)
+}
+
+// Reader decodes records one after another, reusing one Record's lists and keeping one copy
+// of each short field value it has read (a run's id, a state, an attempt's dispatch id, which
+// a run's records repeat): reading a fold's records back then allocates little beyond the
+// values seen for the first time. The zero Reader is ready to use.
+type Reader struct {
+	rec  Record
+	runs []string
+	seen map[string]string // the values kept, each its own key
+	// plain is set for a single record ([Decode]): nothing to share its values with.
+	plain bool
+}
+
+// Interning keeps values up to maxInterned bytes, and at most maxSeen of them: past that the
+// Reader starts over, so a long log costs it no more than a fold's worth.
+const (
+	maxInterned = 64
+	maxSeen     = 8192
+)
+
+// Decode is [Decode] into r's Record, which stays valid until the next call.
+func (r *Reader) Decode(b []byte) (*Record, error) {
+	switch {
+	case r.plain:
+	case r.seen == nil:
+		r.seen = map[string]string{}
+	case len(r.seen) > maxSeen:
+		clear(r.seen)
+	}
+	d := decoder{b: b, seen: r.seen}
 	if v := d.byte(); d.err == nil && v != Version {
 		return nil, fmt.Errorf("%w: version %d, want %d", ErrDamaged, v, Version)
 	}
 	nruns := d.count(1)
-	runs := make([]string, 0, nruns)
+	runs := r.runs[:0]
 	for range nruns {
 		runs = append(runs, d.string())
 	}
+	r.runs = runs
 	run := func() string {
 		n := d.uint()
 		if d.err == nil && n >= uint64(len(runs)) {
@@ -32,9 +66,9 @@ func Decode(b []byte) (*Record, error) {
 		}
 		return runs[n]
 	}
-	r := &Record{}
+	rec := &r.rec
 	nt := d.count(14)
-	r.Tasks = make([]Task, 0, nt)
+	rec.Tasks = slices.Grow(rec.Tasks[:0], nt)
 	for range nt {
 		var t Task
 		t.RunID, t.Idx, t.State = run(), d.int(), d.string()
@@ -42,37 +76,39 @@ func Decode(b []byte) (*Record, error) {
 		t.ReadySeq = int64(d.int())
 		t.RetryAt, t.Reason, t.Detail, t.Question, t.Answer = d.string(), d.string(), d.string(), d.string(), d.string()
 		t.Cancel, t.Review = d.bool(), d.string()
-		r.Tasks = append(r.Tasks, t)
+		rec.Tasks = append(rec.Tasks, t)
 	}
 	ni := d.count(7)
-	r.Inserts = make([]Attempt, 0, ni)
+	rec.Inserts = slices.Grow(rec.Inserts[:0], ni)
 	for range ni {
 		var a Attempt
 		a.DispatchID, a.RunID, a.TaskIdx, a.Number = d.string(), run(), d.int(), d.int()
 		a.ParentID, a.Inputs, a.FiredAt = d.string(), d.string(), d.string()
-		r.Inserts = append(r.Inserts, a)
+		rec.Inserts = append(rec.Inserts, a)
 	}
 	ne := d.count(6)
-	r.Ends = make([]End, 0, ne)
+	rec.Ends = slices.Grow(rec.Ends[:0], ne)
 	for range ne {
 		var x End
 		x.ID, x.State, x.Reason, x.EndedAt, x.Usage, x.Verdict = d.string(), d.string(), d.string(), d.string(), d.string(), d.string()
-		r.Ends = append(r.Ends, x)
+		rec.Ends = append(rec.Ends, x)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d bytes after the record", len(d.b))
 	}
 	if d.err != nil {
+		r.rec = Record{Tasks: rec.Tasks[:0], Inserts: rec.Inserts[:0], Ends: rec.Ends[:0]}
 		return nil, d.err
 	}
-	return r, nil
+	return rec, nil
 }
 
 // decoder reads a record's fields, keeping the first error; after it every read returns
 // a zero value.
 type decoder struct {
-	b   []byte
-	err error
+	b    []byte
+	err  error
+	seen map[string]string // Reader.seen, nil: no interning
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -138,8 +174,16 @@ func (d *decoder) string() string {
 	if d.err != nil {
 		return ""
 	}
-	s := string(d.b[:n])
+	v := d.b[:n]
 	d.b = d.b[n:]
+	if d.seen == nil || n > maxInterned {
+		return string(v)
+	}
+	if s, ok := d.seen[string(v)]; ok {
+		return s
+	}
+	s := string(v)
+	d.seen[s] = s
 	return s
 }
 
