@@ -113,6 +113,9 @@ type Provider struct {
 	// testOnlyPoolSwept, set by tests, runs between SweepPools' delete of a pool's policy and
 	// its look again (pool_sweep.go): a holder making the pool at that moment.
 	testOnlyPoolSwept func(name string)
+	// testOnlyPoolLapsing, set by tests, runs between deleteHomePools' read of a pool's
+	// template and its delete (pool_sweep.go): a renewal or another sweep at that moment.
+	testOnlyPoolLapsing func(name string)
 	// testOnlyPoolLease, set by tests, is the lease of this provider's keeps of a pool, and how
 	// long its sweeps watch a lease unchanged (pool_lease.go), instead of poolLease: a holder
 	// whose lease lapses in seconds.

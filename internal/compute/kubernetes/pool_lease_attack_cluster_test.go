@@ -27,16 +27,25 @@ const leaseAttackLease = 10 * time.Second
 // provider of p's settings with p's lease, and its warmer, which keeps nothing.
 func leaseSweeper(t *testing.T, p *Provider) compute.PoolWarmer {
 	t.Helper()
-	sp, err := New(p.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp.testOnlyPoolLease = leaseAttackLease
-	w, err := sp.PoolWarmer(compute.PoolOptions{Home: leaseAttackHome, Replicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, w := leaseHolder(t, p, leaseAttackLease)
 	return w
+}
+
+// leaseHolder is a holder of leaseAttackHome in a process of its own: a provider of p's
+// settings with lease, and its warmer.
+func leaseHolder(t *testing.T, p *Provider, lease time.Duration) (*Provider, compute.PoolWarmer) {
+	t.Helper()
+	hp, err := New(p.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp.testOnlyPoolLease = lease
+	hp.testOnlyPodMeta = p.testOnlyPodMeta
+	w, err := hp.PoolWarmer(compute.PoolOptions{Home: leaseAttackHome, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hp, w
 }
 
 // cleanPools deletes what the named pools left, at the test's end.
@@ -175,4 +184,142 @@ func TestAgentSandboxPool_AttackNeighbourWritesLease(t *testing.T) {
 	if _, err := admin.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, livePool, metav1.GetOptions{}); err != nil {
 		t.Errorf("the live holder's pool %s after the neighbour's writes: %v", livePool, err)
 	}
+}
+
+// Attack (races on a lapsed pool): a sweep that read a pool's template as lapsed and deletes
+// it may meet, between its read and its delete, the pool's holder renewing it (its keeps had
+// stalled for a lease and came back), or another holder's sweep deleting it first. The
+// renewal keeps the pool (the delete names the resourceVersion it read); the other sweep's
+// delete stands and this one's says nothing. A holder that keeps a pool a sweep just deleted
+// makes it again, its warm pool and Secret owned by the template made again, not by the one
+// deleted (whose owned objects the garbage collector is deleting meanwhile).
+func TestAgentSandboxPool_AttackLeaseRaces(t *testing.T) {
+	t.Parallel()
+	_, p, admin, _ := poolSetup(t)
+	ctx := t.Context()
+	templates := admin.client.ExtensionsV1beta1().SandboxTemplates(p.ns)
+	noneHeld := func(string) bool { return false }
+
+	t.Run("renewal between read and delete", func(t *testing.T) {
+		_, hw := leaseHolder(t, p, leaseAttackLease)
+		sp, sw := leaseHolder(t, p, leaseAttackLease)
+		var pool string
+		cleanPools(t, admin, []compute.PoolWarmer{hw}, &pool)
+		tmpl := poolSpec(t, "TEMPLATE", "lease-race-renew")
+		if _, err := hw.Keep(ctx, tmpl); err != nil {
+			t.Fatal(err)
+		}
+		pool = hw.Held()
+		before, err := templates.Get(ctx, pool, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewed := false
+		sp.testOnlyPoolLapsing = func(name string) {
+			if name == pool && !renewed {
+				renewed = true
+				if _, err := hw.Keep(ctx, tmpl); err != nil {
+					t.Errorf("the holder's renewal: %v", err)
+				}
+			}
+		}
+		agoratest.Eventually(t, time.Minute, "the sweep to read pool "+pool+" as lapsed", func() error {
+			gone, err := sw.Sweep(ctx, noneHeld)
+			if err != nil {
+				t.Fatalf("the sweep: %v", err)
+			}
+			if slices.Contains(gone, pool) {
+				t.Fatalf("the sweep deleted pool %s, which its holder renewed between the sweep's read and its delete", pool)
+			}
+			if !renewed {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+		after, err := templates.Get(ctx, pool, metav1.GetOptions{})
+		if err != nil || after.UID != before.UID || after.DeletionTimestamp != nil {
+			t.Fatalf("pool %s's template after the renewal raced the sweep: %v; want the one made (uid %s), standing", pool, err, before.UID)
+		}
+	})
+
+	t.Run("two sweeps, then a keep makes it again", func(t *testing.T) {
+		_, hw := leaseHolder(t, p, leaseAttackLease)
+		// The two sweeps are DeleteLapsedPools alone: Warmer.Sweep's policy sweep would report
+		// the pool too once its template is gone, whoever deleted it.
+		p1, _ := leaseHolder(t, p, leaseAttackLease)
+		p2, _ := leaseHolder(t, p, leaseAttackLease)
+		s1 := func() ([]string, error) { return p1.DeleteLapsedPools(ctx, leaseAttackHome, noneHeld) }
+		s2 := func() ([]string, error) { return p2.DeleteLapsedPools(ctx, leaseAttackHome, noneHeld) }
+		var pool string
+		cleanPools(t, admin, []compute.PoolWarmer{hw}, &pool)
+		tmpl := poolSpec(t, "TEMPLATE", "lease-race-two")
+		if _, err := hw.Keep(ctx, tmpl); err != nil {
+			t.Fatal(err)
+		}
+		pool = hw.Held()
+		first, err := templates.Get(ctx, pool, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raced := false
+		p1.testOnlyPoolLapsing = func(name string) {
+			if name != pool || raced {
+				return
+			}
+			raced = true
+			gone, err := s2()
+			if err != nil || !slices.Contains(gone, pool) {
+				t.Errorf("the other sweep, run between this one's read and its delete: deleted %v, %v; want pool %s", gone, err, pool)
+			}
+		}
+		// The other sweep starts its watch first: when this one reads the pool as lapsed, so
+		// does the other, run from the hook.
+		for _, sweep := range []func() ([]string, error){s2, s1} {
+			if gone, err := sweep(); err != nil || slices.Contains(gone, pool) {
+				t.Fatalf("a first sweep: deleted %v, %v; want nothing", gone, err)
+			}
+		}
+		agoratest.Eventually(t, time.Minute, "both sweeps to read pool "+pool+" as lapsed", func() error {
+			gone, err := s1()
+			if err != nil {
+				t.Fatalf("the sweep that lost the race: %v", err)
+			}
+			if raced && slices.Contains(gone, pool) {
+				t.Fatalf("both sweeps say they deleted pool %s", pool)
+			}
+			if !raced {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+
+		// Its holder keeps it again at once, while the garbage collector deletes what the
+		// deleted template owned.
+		agoratest.Eventually(t, time.Minute, "pool "+pool+" made again, its warm pool and Secret the new template's", func() error {
+			if _, err := hw.Keep(ctx, tmpl); err != nil {
+				return fmt.Errorf("keep: %w", err)
+			}
+			tm, err := templates.Get(ctx, pool, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if tm.UID == first.UID {
+				t.Fatalf("pool %s's template is the one the sweep deleted", pool)
+			}
+			wp, err := admin.client.ExtensionsV1beta1().SandboxWarmPools(p.ns).Get(ctx, pool, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("warm pool: %w", err)
+			}
+			sec, err := admin.client.CoreV1().Secrets(p.ns).Get(ctx, pool, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("secret: %w", err)
+			}
+			for what, refs := range map[string][]metav1.OwnerReference{"warm pool": wp.OwnerReferences, "secret": sec.OwnerReferences} {
+				if len(refs) != 1 || refs[0].UID != tm.UID {
+					return fmt.Errorf("its %s is owned by %v, want the template %s", what, refs, tm.UID)
+				}
+			}
+			return nil
+		})
+	})
 }
