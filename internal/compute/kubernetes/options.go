@@ -113,8 +113,12 @@ type Provider struct {
 	// testOnlyPoolSwept, set by tests, runs between SweepPools' delete of a pool's policy and
 	// its look again (pool_sweep.go): a holder making the pool at that moment.
 	testOnlyPoolSwept func(name string)
-	// testOnlyPoolLease, set by tests, is the lease of this provider's keeps of a pool
-	// (pool_lease.go) instead of poolLease: a holder whose lease lapses in seconds.
+	// testOnlyPoolLapsing, set by tests, runs between deleteHomePools' read of a pool's
+	// template and its delete (pool_sweep.go): a renewal or another sweep at that moment.
+	testOnlyPoolLapsing func(name string)
+	// testOnlyPoolLease, set by tests, is the lease of this provider's keeps of a pool, and how
+	// long its sweeps watch a lease unchanged (pool_lease.go), instead of poolLease: a holder
+	// whose lease lapses in seconds.
 	testOnlyPoolLease time.Duration
 
 	mu        sync.Mutex
@@ -122,6 +126,7 @@ type Provider struct {
 	starting  map[string]*startLock // guarded by mu: this process's Starts, by Job name
 	sessions  map[string]int        // guarded by mu: handles holding a Job's gateway session
 	made      map[string]string     // guarded by mu: pools EnsurePool made or found, name -> pod spec digest
+	leases    map[string]leaseSeen  // guarded by mu: the leases DeleteLapsedPools watches, by pool
 }
 
 var _ compute.Provider = (*Provider)(nil)

@@ -62,6 +62,7 @@ func TestAgentSandboxPool_ChangedTargetGetsNewPool(t *testing.T) {
 			}
 			stale := old.Held()
 			after := provider(tt.change)
+			after.testOnlyPoolLease = 5 * time.Second // its sweeps watch the stale pool's lease that long
 			next, err := after.PoolWarmer(compute.PoolOptions{Home: identityTestHome, Replicas: 1})
 			if err != nil {
 				t.Fatal(err)

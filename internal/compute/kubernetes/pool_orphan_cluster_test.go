@@ -37,9 +37,11 @@ func TestAgentSandboxPool_AttackKill9HolderOrphansPool(t *testing.T) {
 	t.Parallel()
 	g, p, admin, _ := poolSetup(t)
 	p.testOnlyPodMeta = failWith(0, "1h")
+	const lease = 20 * time.Second
+	p.testOnlyPoolLease = lease // the next holder's sweeps watch a lease as long as the holder's
 	ctx := t.Context()
 	cmd, poolA := startHolder(t, poolHolder{Opts: claimerOptsOf(p), Sessions: g.reg.Dir, Spec: poolSpec(t, "TEMPLATE", "orphan-a"),
-		Home: orphanTestHome, Lease: 20 * time.Second, Every: time.Second, PodEnd: "1h"})
+		Home: orphanTestHome, Lease: lease, Every: time.Second, PodEnd: "1h"})
 	next, err := p.PoolWarmer(compute.PoolOptions{Home: orphanTestHome, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +69,8 @@ func TestAgentSandboxPool_AttackKill9HolderOrphansPool(t *testing.T) {
 		return admin.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, name, metav1.GetOptions{})
 	}
 
-	// Both live: the first lease of pool a passes while the next holder keeps b and sweeps.
+	// Both live: the first lease of pool a passes, and the next holder watches it for two
+	// leases, while the next holder keeps b and sweeps.
 	t0, err := template(poolA)
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +79,7 @@ func TestAgentSandboxPool_AttackKill9HolderOrphansPool(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pool %s's template carries no lease: %v", poolA, err)
 	}
+	start := time.Now()
 	agoratest.Eventually(t, 2*time.Minute, "pool a's first lease to pass while its holder lives", func() error {
 		if _, err := next.Keep(ctx, tmplB); err != nil {
 			t.Fatalf("the next holder's keep: %v", err)
@@ -92,8 +96,8 @@ func TestAgentSandboxPool_AttackKill9HolderOrphansPool(t *testing.T) {
 				t.Fatalf("pool %s's template while both holders live: %v", name, err)
 			}
 		}
-		if !time.Now().After(first.Add(time.Second)) {
-			return fmt.Errorf("its first lease lapses at %v", first)
+		if !time.Now().After(first.Add(time.Second)) || time.Since(start) < 2*lease {
+			return fmt.Errorf("its first lease lapses at %v; %s of sweeps", first, time.Since(start).Round(time.Second))
 		}
 		return nil
 	})

@@ -107,6 +107,9 @@ func (p *Provider) deleteHomePools(ctx context.Context, home, what string, del f
 		if err := fenced(fmt.Sprintf("delete %s warm pool %s", what, name)); err != nil {
 			return gone, errors.Join(append(errs, err)...)
 		}
+		if p.testOnlyPoolLapsing != nil {
+			p.testOnlyPoolLapsing(name)
+		}
 		err = p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Delete(ctx, name, metav1.DeleteOptions{
 			PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
 			Preconditions:     &metav1.Preconditions{UID: &t.UID, ResourceVersion: &t.ResourceVersion}})
