@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/gate"
 	"github.com/agora-dev/agora/internal/cli/outdir"
 	"github.com/agora-dev/agora/internal/gitbranch"
 
@@ -170,7 +171,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	}
 	printApprovals(w, r)
 	if r.Verify != nil {
-		printGate(w, "verify:    ", r.Verify, r.Verdict, 0)
+		gate.Print(w, "verify:    ", r.Verify, r.Verdict, 0)
 	}
 	if res := r.Result; res != nil {
 		if res.Patch != nil {
