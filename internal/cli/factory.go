@@ -19,5 +19,8 @@ func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
 	f.Dispatcher = func(ctx context.Context) (*dispatch.Dispatcher, error) { return dispatcher(ctx, f) }
 	f.Courier = func(ctx context.Context) (*dispatch.Courier, error) { return courier(ctx, f) }
 	f.OrchClient = func(ctx context.Context) (*client.Client, error) { return orchClient(ctx, f) }
+	f.NetworkGateway = func(ctx context.Context, listen, advertise string) (func(context.Context) error, error) {
+		return networkGateway(ctx, f, listen, advertise)
+	}
 	return f
 }

@@ -199,7 +199,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	testOnlySchedulerHooks(f, srv.Schedules)
 	var serveGateway func(context.Context) error
 	if opts.gateway != "" {
-		if serveGateway, err = networkGateway(ctx, f, opts.gateway, ""); err != nil {
+		if serveGateway, err = f.NetworkGateway(ctx, opts.gateway, ""); err != nil {
 			return err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/env"
+	"github.com/agora-dev/agora/internal/cli/gateway"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
 	"github.com/agora-dev/agora/internal/cli/selftest"
 	"github.com/agora-dev/agora/internal/cli/subagent"
@@ -172,7 +173,7 @@ func groups() []group {
 		{"dispatch", newDispatchCmd},
 		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return newMCPCmd(f, nil) }},
 		{"orch", newOrchCmd},
-		{"gateway", newGatewayCmd},
+		{"gateway", gateway.NewCmd},
 		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
 		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return selftest.NewCmd(f, nil) }},
 		{"restore", func(f *cmdutil.Factory) *cobra.Command { return newRestoreCmd(f, nil) }},

@@ -49,6 +49,10 @@ type Factory struct {
 	Courier func(context.Context) (*dispatch.Courier, error)
 	// OrchClient connects to the orchestrator service of AGORA_HOME.
 	OrchClient func(context.Context) (*client.Client, error)
+	// NetworkGateway prepares the network gateway on listen, certified for advertise's host
+	// (each "": agora.yaml's gateway:), and returns what serves it until its context ends:
+	// agora gateway serve and agora orch serve --gateway run it.
+	NetworkGateway func(ctx context.Context, listen, advertise string) (func(context.Context) error, error)
 }
 
 // NewFactory returns a factory over the given streams and environment, without the
