@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "compute/container/slots"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "cli/gate", "cli/branch", "cli/gateway", "cli/httpauth", "cli/mcp", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -73,7 +73,7 @@ var readAllowed = map[string]string{
 	"cli/completion.go:existingHome: os.Stat":                     "AGORA_HOME's agora.db, to complete without creating a home; never a stage",
 	"cli/audit/audit.go:auditExportRun: os.Lstat":                 "the --out path a person names",
 	"cli/dispatch.go:splitRepo: os.Stat":                          "the --repo path a person names",
-	"cli/mcp.go:readTokensFile: os.Stat":                          "the tokens file a person names",
+	"cli/httpauth/httpauth.go:readTokensFile: os.Stat":            "the tokens file a person names",
 	"cli/orch_web_oidc.go:webOIDCSecret: os.OpenFile":             "the web view's client secret file agora.yaml names (auth.oidc.web.client_secret_file), opened once, O_NONBLOCK, regular files only",
 	"cli/orch_client.go:orchValidateRun: os.Stat":                 "the plan path a person names",
 	"cli/outdir/outdir.go:openSubdir: unix.Openat":                "below a directory a person names, one component at a time, never through a link",

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
 
@@ -21,6 +23,9 @@ func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
 	f.OrchClient = func(ctx context.Context) (*client.Client, error) { return orchClient(ctx, f) }
 	f.NetworkGateway = func(ctx context.Context, listen, advertise string) (func(context.Context) error, error) {
 		return networkGateway(ctx, f, listen, advertise)
+	}
+	f.HomeDuties = func(ctx context.Context, h *home.Home, log *slog.Logger) (func(), error) {
+		return homeDuties(ctx, f, h, log)
 	}
 	return f
 }

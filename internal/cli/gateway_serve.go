@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/version"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/workerbin"
 )
@@ -111,7 +112,7 @@ func networkGateway(ctx context.Context, f *cmdutil.Factory, listen, advertise s
 func hostWorkerVersion(f *cmdutil.Factory, c *config.Config) string {
 	// Without a worker program to read, this agora's own version: a release's still matches
 	// its image; an unversioned build's matches nothing.
-	fallback := remote.Identity(buildVersion(), "")
+	fallback := remote.Identity(version.Short(), "")
 	exe, err := os.Executable()
 	if err != nil {
 		return fallback

@@ -169,7 +169,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	sup, closeWarm, err := warmSupervisors(ctx, d, ob.log)
+	sup, closeWarm, err := detach.ForServe(ctx, d, ob.log)
 	if err != nil {
 		return err
 	}

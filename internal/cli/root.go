@@ -22,6 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/env"
 	"github.com/agora-dev/agora/internal/cli/gateway"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
+	"github.com/agora-dev/agora/internal/cli/mcp"
 	"github.com/agora-dev/agora/internal/cli/selftest"
 	"github.com/agora-dev/agora/internal/cli/subagent"
 	"github.com/agora-dev/agora/internal/cli/verify"
@@ -171,7 +172,7 @@ func groups() []group {
 		{"audit", audit.NewCmd},
 		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},
 		{"dispatch", newDispatchCmd},
-		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return newMCPCmd(f, nil) }},
+		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return mcp.NewCmd(f, nil) }},
 		{"orch", newOrchCmd},
 		{"gateway", gateway.NewCmd},
 		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return newDoctorCmd(f, nil) }},

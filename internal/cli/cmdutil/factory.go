@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os/user"
 	"time"
 
@@ -53,6 +54,11 @@ type Factory struct {
 	// (each "": agora.yaml's gateway:), and returns what serves it until its context ends:
 	// agora gateway serve and agora orch serve --gateway run it.
 	NetworkGateway func(ctx context.Context, listen, advertise string) (func(context.Context) error, error)
+	// HomeDuties starts what a server other than agora orch serve owes h while it runs (agora
+	// mcp): agora.db replicated to replicate.s3 and retention's sweep, both only without
+	// leader: in agora.yaml. stop ends them and returns once replication shipped the last
+	// changes.
+	HomeDuties func(ctx context.Context, h *home.Home, log *slog.Logger) (stop func(), err error)
 }
 
 // NewFactory returns a factory over the given streams and environment, without the
