@@ -96,7 +96,7 @@ func replicaOwned(c *config.Config, b *doctor.Bucket) {
 		if err := probe(ctx); err != nil {
 			return err
 		}
-		for _, db := range replicaDBs {
+		for _, db := range home.ReplicaDBs {
 			o, ok, err := replicate.NewestOwner(ctx, cl, db, identity, key)
 			if err != nil {
 				return err

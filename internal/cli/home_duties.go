@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/retention/homesweep"
 )
 
 // homeDuties is the factory's HomeDuties: agora.db replicated to replicate.s3 (unless a serve
@@ -25,7 +26,7 @@ func homeDuties(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *slog
 		return nil, err
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { serveRetention(ctx, f, h, log) })
+	wg.Go(func() { homesweep.Background(ctx, h, f.Now, log) })
 	return func() {
 		cancel()
 		wg.Wait()

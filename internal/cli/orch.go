@@ -8,19 +8,13 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/tracing"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
-)
-
-// Where `agora orch serve` keeps its state, under AGORA_HOME.
-const (
-	orchDir    = "orch"
-	orchDB     = "orch.db"
-	orchSocket = "orch.sock"
 )
 
 func newOrchCmd(f *cmdutil.Factory) *cobra.Command {
@@ -58,7 +52,7 @@ func orchPaths(f *cmdutil.Factory) (dir string, err error) {
 	if err != nil {
 		return "", err
 	}
-	dir = filepath.Join(h, orchDir)
+	dir = filepath.Join(h, home.OrchDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -71,7 +65,7 @@ func orchClient(ctx context.Context, f *cmdutil.Factory) (*client.Client, error)
 	if err != nil {
 		return nil, err
 	}
-	c := client.New(filepath.Join(h, orchDir, orchSocket))
+	c := client.New(filepath.Join(h, home.OrchDir, home.OrchSocket))
 	// A run submitted from inside a trace (TRACEPARENT, an MCP request's) joins it.
 	c.Traceparent = tracing.Traceparent
 	return c, nil

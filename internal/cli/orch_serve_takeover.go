@@ -47,7 +47,7 @@ func takeoverRestore(ctx context.Context, f *Factory) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("take over: restore the home from its replica: %w", err)
 	}
-	for _, db := range []string{home.DBFile, filepath.Join(orchDir, orchDB)} {
+	for _, db := range []string{home.DBFile, filepath.Join(home.OrchDir, home.OrchDB)} {
 		if err := replaceDB(filepath.Join(staging, db), filepath.Join(dir, db)); err != nil {
 			return false, fmt.Errorf("take over: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/store"
@@ -22,7 +23,7 @@ func snapshotStatus(ctx context.Context, f *cmdutil.Factory, ref string, notRunn
 	if err != nil {
 		return api.Run{}, err
 	}
-	path := filepath.Join(dir, orchDir, orchDB)
+	path := filepath.Join(dir, home.OrchDir, home.OrchDB)
 	db, err := store.OpenReadOnly(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return api.Run{}, fmt.Errorf("%w; and there is no %s to read a snapshot from: no run was ever submitted in this AGORA_HOME", notRunning, path)

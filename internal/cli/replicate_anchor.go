@@ -47,8 +47,8 @@ func anchorsAfterReplica(h *home.Home, logName string, anchors []audit.Anchor) [
 		return anchors
 	}
 	db, path := "agora", filepath.Join(h.Dir, home.DBFile)
-	if logName == orchDB {
-		db, path = "orch", filepath.Join(h.Dir, orchDir, orchDB)
+	if logName == home.OrchDB {
+		db, path = "orch", filepath.Join(h.Dir, home.OrchDir, home.OrchDB)
 	} else if logName != home.DBFile {
 		return anchors
 	}

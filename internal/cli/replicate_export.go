@@ -33,7 +33,7 @@ func replicaWaits(h *home.Home) []replicatedFirst {
 	}
 	lag := h.Config.Replicate.LagOrDefault()
 	dbs := []struct{ name, path string }{
-		{"orch", filepath.Join(h.Dir, orchDir, orchDB)},
+		{"orch", filepath.Join(h.Dir, home.OrchDir, home.OrchDB)},
 		{"agora", filepath.Join(h.Dir, home.DBFile)},
 	}
 	out := make([]replicatedFirst, 0, len(dbs))

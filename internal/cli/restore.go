@@ -145,7 +145,7 @@ func restoreHome(ctx context.Context, o *restoreOptions) (restoreResult, error) 
 		return res, fmt.Errorf("replicate.s3: %w", err)
 	}
 	// The home: mode 0700, its keys and agora.yaml first, then the databases.
-	for _, d := range []string{dir, filepath.Join(dir, home.KeyDir), filepath.Join(dir, orchDir)} {
+	for _, d := range []string{dir, filepath.Join(dir, home.KeyDir), filepath.Join(dir, home.OrchDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return res, err
 		}
@@ -162,7 +162,7 @@ func restoreHome(ctx context.Context, o *restoreOptions) (restoreResult, error) 
 		return res, err
 	}
 	res.Home = dir
-	dbs := []struct{ name, path string }{{"agora", filepath.Join(dir, home.DBFile)}, {"orch", filepath.Join(dir, orchDir, orchDB)}}
+	dbs := []struct{ name, path string }{{"agora", filepath.Join(dir, home.DBFile)}, {"orch", filepath.Join(dir, home.OrchDir, home.OrchDB)}}
 	// A failed restore leaves no database: a home with agora.db and without the orch.db it had
 	// would start as if no orchestrator had ever served it.
 	removeDBs := func() {
@@ -220,7 +220,7 @@ func restoreCheckAnchors(ctx context.Context, f *cmdutil.Factory, dir string, cf
 		logName := r.DB + ".db"
 		db := h.DB
 		if r.DB == "orch" {
-			if db, err = store.Open(ctx, filepath.Join(dir, orchDir, orchDB), orch.Migrations(), store.FullSync()); err != nil {
+			if db, err = store.Open(ctx, filepath.Join(dir, home.OrchDir, home.OrchDB), orch.Migrations(), store.FullSync()); err != nil {
 				return nil, err
 			}
 			defer db.Close()
@@ -270,7 +270,7 @@ func restoreMissingAnchored(ctx context.Context, f *cmdutil.Factory, cfg *config
 		if a.Type != config.AnchorS3 {
 			continue
 		}
-		an, err := s3Anchor(cfg, a.S3, orchDB, f.Now)
+		an, err := s3Anchor(cfg, a.S3, home.OrchDB, f.Now)
 		if err != nil {
 			return fmt.Errorf("audit.anchors[%d]: %w", i, err)
 		}

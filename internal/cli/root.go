@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/env"
 	"github.com/agora-dev/agora/internal/cli/gateway"
+	"github.com/agora-dev/agora/internal/cli/gc"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
 	"github.com/agora-dev/agora/internal/cli/mcp"
 	"github.com/agora-dev/agora/internal/cli/selftest"
@@ -178,7 +179,7 @@ func groups() []group {
 		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
 		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return selftest.NewCmd(f, nil) }},
 		{"restore", func(f *cmdutil.Factory) *cobra.Command { return newRestoreCmd(f, nil) }},
-		{"gc", func(f *cmdutil.Factory) *cobra.Command { return newGCCmd(f, nil) }},
+		{"gc", func(f *cmdutil.Factory) *cobra.Command { return gc.NewCmd(f, nil) }},
 		{"version", func(f *cmdutil.Factory) *cobra.Command { return version.NewCmd(f, nil) }},
 	}
 }
