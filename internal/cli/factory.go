@@ -5,7 +5,9 @@ import (
 	"log/slog"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/client"
@@ -27,5 +29,6 @@ func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
 	f.HomeDuties = func(ctx context.Context, h *home.Home, log *slog.Logger) (func(), error) {
 		return homeDuties(ctx, f, h, log)
 	}
+	f.S3Anchors = func(cfg *config.Config, logName string) ([]*anchor.S3, error) { return s3Anchors(cfg, logName, f.Now) }
 	return f
 }

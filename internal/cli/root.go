@@ -24,6 +24,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/gc"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
 	"github.com/agora-dev/agora/internal/cli/mcp"
+	"github.com/agora-dev/agora/internal/cli/restore"
 	"github.com/agora-dev/agora/internal/cli/selftest"
 	"github.com/agora-dev/agora/internal/cli/subagent"
 	"github.com/agora-dev/agora/internal/cli/verify"
@@ -178,7 +179,7 @@ func groups() []group {
 		{"gateway", gateway.NewCmd},
 		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
 		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return selftest.NewCmd(f, nil) }},
-		{"restore", func(f *cmdutil.Factory) *cobra.Command { return newRestoreCmd(f, nil) }},
+		{"restore", func(f *cmdutil.Factory) *cobra.Command { return restore.NewCmd(f, nil) }},
 		{"gc", func(f *cmdutil.Factory) *cobra.Command { return gc.NewCmd(f, nil) }},
 		{"version", func(f *cmdutil.Factory) *cobra.Command { return version.NewCmd(f, nil) }},
 	}

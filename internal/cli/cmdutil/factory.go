@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -59,6 +60,10 @@ type Factory struct {
 	// leader: in agora.yaml. stop ends them and returns once replication shipped the last
 	// changes.
 	HomeDuties func(ctx context.Context, h *home.Home, log *slog.Logger) (stop func(), err error)
+	// S3Anchors are the s3 anchors cfg's audit.anchors names for the audit log logName
+	// ("agora.db", "orch.db"), in their order: agora restore checks what it brought back
+	// against their newest checkpoints.
+	S3Anchors func(cfg *config.Config, logName string) ([]*anchor.S3, error)
 }
 
 // NewFactory returns a factory over the given streams and environment, without the
