@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "cli/gate", "cli/branch", "cli/gateway", "cli/httpauth", "cli/mcp", "cli/gc", "retention/homesweep", "cli/restore", "replicate/homerestore", "compute/container/slots"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "cli/gate", "cli/branch", "cli/gateway", "cli/httpauth", "cli/mcp", "cli/gc", "retention/homesweep", "cli/restore", "replicate/homerestore", "cli/doctorcmd", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -104,7 +104,7 @@ var readAllowed = map[string]string{
 	// Replication and restore: AGORA_HOME's own files and the directories the operator names.
 	"cli/replicate.go:startReplication: os.ReadFile":                 "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
 	"retention/homesweep/replica.go:PruneReplicas: os.ReadFile":      "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
-	"cli/doctor_buckets.go:replicaOwned: os.ReadFile":                "keys/audit.pub and keys/secret.key in AGORA_HOME, which tell this home's replica generations from another home's",
+	"cli/doctorcmd/buckets.go:replicaOwned: os.ReadFile":             "keys/audit.pub and keys/secret.key in AGORA_HOME, which tell this home's replica generations from another home's",
 	"cli/replicate.go:run: os.OpenFile":                              "AGORA_HOME/DB-replicate.lock (or orch/orch.db-replicate.lock), a lock file the host makes and only flocks",
 	"cli/replicate_anchor.go:replicating: os.Open":                   "the same lock file, opened only to probe whether a serve holds it (flock, never read)",
 	"replicate/homerestore/homerestore.go:checkAnchors: os.ReadFile": "keys/audit.pub of the home restore just made (--to, a new directory)",

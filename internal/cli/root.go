@@ -19,6 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/apply"
 	"github.com/agora-dev/agora/internal/cli/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/doctorcmd"
 	"github.com/agora-dev/agora/internal/cli/env"
 	"github.com/agora-dev/agora/internal/cli/gateway"
 	"github.com/agora-dev/agora/internal/cli/gc"
@@ -177,7 +178,7 @@ func groups() []group {
 		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return mcp.NewCmd(f, nil) }},
 		{"orch", newOrchCmd},
 		{"gateway", gateway.NewCmd},
-		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
+		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return doctorcmd.NewCmd(f, doctorProbes(f), nil) }},
 		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return selftest.NewCmd(f, nil) }},
 		{"restore", func(f *cmdutil.Factory) *cobra.Command { return restore.NewCmd(f, nil) }},
 		{"gc", func(f *cmdutil.Factory) *cobra.Command { return gc.NewCmd(f, nil) }},
