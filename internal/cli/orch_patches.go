@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/branch"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/outdir"
+	"github.com/agora-dev/agora/internal/cli/runread"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -111,7 +112,7 @@ commit to the result.`,
 // orchPatchesRun writes the patches of the run's succeeded tasks.
 func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 	f := opts.f
-	_, run, err := runStatus(ctx, f, opts.run)
+	_, run, err := runread.Status(ctx, f, opts.run)
 	if err != nil {
 		return err
 	}
