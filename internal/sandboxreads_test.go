@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "cli/gate", "cli/branch", "cli/gateway", "cli/httpauth", "cli/mcp", "cli/gc", "retention/homesweep", "cli/restore", "replicate/homerestore", "cli/doctorcmd", "cli/runread", "compute/container/slots"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "cli/gate", "cli/branch", "cli/gateway", "cli/httpauth", "cli/mcp", "cli/gc", "retention/homesweep", "cli/restore", "replicate/homerestore", "cli/doctorcmd", "cli/runread", "cli/capability", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{

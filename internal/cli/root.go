@@ -18,6 +18,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/cli/apply"
 	"github.com/agora-dev/agora/internal/cli/audit"
+	"github.com/agora-dev/agora/internal/cli/capability"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/doctorcmd"
 	"github.com/agora-dev/agora/internal/cli/env"
@@ -167,7 +168,7 @@ type group struct {
 func groups() []group {
 	return []group{
 		{"init", func(f *cmdutil.Factory) *cobra.Command { return initcmd.NewCmd(f, nil) }},
-		{"capability", newCapabilityCmd},
+		{"capability", capability.NewCmd},
 		{"subagent", subagent.NewCmd},
 		{"env", env.NewCmd},
 		{"workspace", workspace.NewCmd},
