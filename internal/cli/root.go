@@ -132,8 +132,6 @@ func renderError(f *cmdutil.Factory, err error) int {
 	return code
 }
 
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
 // rootFor builds the command tree args run in (a command pays for its own group only).
 // When the first word names one of agora's groups ("dispatch" in `agora dispatch run ...`),
 // the root holds that group alone: cobra finds the command in it, and nothing a command of one
