@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "compute/container/slots"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "cli/gate", "cli/branch", "cli/gateway", "cli/httpauth", "cli/mcp", "cli/gc", "retention/homesweep", "cli/restore", "replicate/homerestore", "cli/doctorcmd", "cli/runread", "cli/capability", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -73,7 +73,7 @@ var readAllowed = map[string]string{
 	"cli/completion.go:existingHome: os.Stat":                     "AGORA_HOME's agora.db, to complete without creating a home; never a stage",
 	"cli/audit/audit.go:auditExportRun: os.Lstat":                 "the --out path a person names",
 	"cli/dispatch.go:splitRepo: os.Stat":                          "the --repo path a person names",
-	"cli/mcp.go:readTokensFile: os.Stat":                          "the tokens file a person names",
+	"cli/httpauth/httpauth.go:readTokensFile: os.Stat":            "the tokens file a person names",
 	"cli/orch_web_oidc.go:webOIDCSecret: os.OpenFile":             "the web view's client secret file agora.yaml names (auth.oidc.web.client_secret_file), opened once, O_NONBLOCK, regular files only",
 	"cli/orch_client.go:orchValidateRun: os.Stat":                 "the plan path a person names",
 	"cli/outdir/outdir.go:openSubdir: unix.Openat":                "below a directory a person names, one component at a time, never through a link",
@@ -102,15 +102,16 @@ var readAllowed = map[string]string{
 	"cli/verify/verify.go:openBundle: os.Open":                    "the bundle a person names, opened to be streamed when it is large; the verifier reads it by offset and trusts none of its bytes",
 	"cli/anchors.go:checkpointerFor: os.ReadFile":                 "keys/audit.pub in AGORA_HOME",
 	// Replication and restore: AGORA_HOME's own files and the directories the operator names.
-	"cli/replicate.go:startReplication: os.ReadFile":  "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
-	"cli/gc_replica.go:pruneReplicas: os.ReadFile":    "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
-	"cli/doctor_buckets.go:replicaOwned: os.ReadFile": "keys/audit.pub and keys/secret.key in AGORA_HOME, which tell this home's replica generations from another home's",
-	"cli/replicate.go:run: os.OpenFile":               "AGORA_HOME/DB-replicate.lock (or orch/orch.db-replicate.lock), a lock file the host makes and only flocks",
-	"cli/replicate_anchor.go:replicating: os.Open":    "the same lock file, opened only to probe whether a serve holds it (flock, never read)",
-	"cli/restore.go:restoreCheckAnchors: os.ReadFile": "keys/audit.pub of the home restore just made (--to, a new directory)",
-	"cli/restore.go:emptyDir: os.Open":                "the --to directory a person names, only listed to refuse a non-empty one",
-	"cli/outdir/outdir.go:Open: os.OpenFile":          "opens the --to directory a person names, to write into",
-	"cli/outdir/outdir.go:WriteFile: os.OpenFile":     "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
+	"cli/replicate.go:startReplication: os.ReadFile":                 "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
+	"retention/homesweep/replica.go:PruneReplicas: os.ReadFile":      "keys/audit.pub (the home's identity in the bucket) and keys/secret.key (the segments' key) in AGORA_HOME",
+	"cli/doctorcmd/buckets.go:replicaOwned: os.ReadFile":             "keys/audit.pub and keys/secret.key in AGORA_HOME, which tell this home's replica generations from another home's",
+	"cli/replicate.go:run: os.OpenFile":                              "AGORA_HOME/DB-replicate.lock (or orch/orch.db-replicate.lock), a lock file the host makes and only flocks",
+	"cli/replicate_anchor.go:replicating: os.Open":                   "the same lock file, opened only to probe whether a serve holds it (flock, never read)",
+	"replicate/homerestore/homerestore.go:checkAnchors: os.ReadFile": "keys/audit.pub of the home restore just made (--to, a new directory)",
+	"replicate/homerestore/homerestore.go:Run: capped.ReadFile":      "the agora.yaml (--config) and the files of keys/ (--keys) a person names for a restore, or a standby serve's own home's at a takeover",
+	"replicate/homerestore/homerestore.go:emptyDir: os.Open":         "the --to directory a person names, only listed to refuse a non-empty one",
+	"cli/outdir/outdir.go:Open: os.OpenFile":                         "opens the --to directory a person names, to write into",
+	"cli/outdir/outdir.go:WriteFile: os.OpenFile":                    "creates the --out file a person names (O_EXCL|O_NOFOLLOW)",
 
 	// Docker warm slots (compute/container/slots): the holder's gateway directory, and the
 	// claiming dispatch's read-only bind sources copied into a slot's places.

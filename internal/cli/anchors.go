@@ -108,6 +108,22 @@ func buildAnchors(cfg *config.Config, logName string, now func() time.Time) ([]a
 	return out, nil
 }
 
+// s3Anchors are the s3 anchors of cfg for the log logName, in audit.anchors' order.
+func s3Anchors(cfg *config.Config, logName string, now func() time.Time) ([]*anchor.S3, error) {
+	var out []*anchor.S3
+	for i, a := range cfg.Audit.Anchors {
+		if a.Type != config.AnchorS3 {
+			continue
+		}
+		an, err := s3Anchor(cfg, a.S3, logName, now)
+		if err != nil {
+			return nil, fmt.Errorf("audit.anchors[%d]: %w", i, err)
+		}
+		out = append(out, an)
+	}
+	return out, nil
+}
+
 // s3Anchor builds the s3 anchor of the log logName ("agora.db" -> anchors/agora/).
 func s3Anchor(cfg *config.Config, l *config.S3Location, logName string, now func() time.Time) (*anchor.S3, error) {
 	retention, err := config.ParseRetention(l.Retention)

@@ -18,7 +18,6 @@ type (
 	// IOStreams is [cmdutil.IOStreams].
 	IOStreams = cmdutil.IOStreams
 
-	printOptions     = cmdutil.PrintOptions
 	usageError       = cmdutil.UsageError
 	interruptedError = cmdutil.InterruptedError
 	exitError        = cmdutil.ExitCodeError

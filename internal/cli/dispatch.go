@@ -13,6 +13,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/gate"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -92,7 +93,7 @@ type dispatchRunOptions struct {
 	// budget narrows the subagent's and the target's budgets (--budget-*).
 	budget budget.Budget
 	// verify is the dispatch's verify gate (--verify, --verify-timeout, --protect).
-	verify verifyFlags
+	verify gate.Flags
 	// learn makes it a learn dispatch (--learn; docs/learn.md).
 	learn bool
 	// inProcess keeps the dispatch in this process even when a serve runs (--in-process).
@@ -219,7 +220,7 @@ func newDispatchRunCmd(f *cmdutil.Factory, runF func(*dispatchRunOptions) error)
 			if err := opts.budget.Validate(); err != nil {
 				return cmdutil.UsageErrorf(cmd, "%v", err)
 			}
-			gate, err := opts.verify.spec(cmd)
+			spec, err := opts.verify.Spec(cmd)
 			if err != nil {
 				return err
 			}
@@ -231,7 +232,7 @@ func newDispatchRunCmd(f *cmdutil.Factory, runF func(*dispatchRunOptions) error)
 			opts.req = dispatch.Request{
 				Subagent: opts.subagent, Envs: cmdutil.SplitList(opts.envs), Target: opts.target, Input: input,
 				Repo: repo, Workspace: ws, Revision: rev, Timeout: opts.timeout, Actor: f.Actor(), CallbackURL: opts.callback,
-				Grants: grants, Budget: opts.budget, Verify: gate, Learn: opts.learn,
+				Grants: grants, Budget: opts.budget, Verify: spec, Learn: opts.learn,
 			}
 			return cmdutil.RunCmd(cmd, opts, runF, dispatchRunRun)
 		},
@@ -252,7 +253,7 @@ func newDispatchRunCmd(f *cmdutil.Factory, runF func(*dispatchRunOptions) error)
 	fl.Int64Var(&opts.budget.Tokens, "budget-tokens", 0, "narrow the token budget (input plus output) to at most this")
 	fl.Float64Var(&opts.budget.USD, "budget-usd", 0, "narrow the cost budget to at most this many US dollars (needs the model's price in agora.yaml)")
 	fl.Int64Var(&opts.budget.ModelCalls, "budget-calls", 0, "narrow the model call budget to at most this many calls")
-	opts.verify.add(cmd)
+	opts.verify.Add(cmd)
 	fl.BoolVar(&opts.learn, "learn", false, "record what the grant would refuse (*.would_deny) instead of refusing it, inside the same sandbox (docs/learn.md)")
 	fl.BoolVar(&opts.inProcess, "in-process", false, "supervise the dispatch in this process even when 'agora orch serve' runs (also "+envNoHandoff+"=1)")
 	fl.BoolVar(&opts.progress, "progress", false, "show each phase and the worker's last output line on stderr (default: when stderr is a terminal)")
@@ -544,7 +545,7 @@ func printSummary(f *cmdutil.Factory, r *dispatch.Record) {
 		}
 	}
 	if r.Verify != nil {
-		printGate(w, "verify    ", r.Verify, r.Verdict, 20)
+		gate.Print(w, "verify    ", r.Verify, r.Verdict, 20)
 	}
 }
 

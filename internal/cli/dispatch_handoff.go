@@ -21,6 +21,7 @@ import (
 	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/peercred"
@@ -172,8 +173,8 @@ func handoffRequest(opts *dispatchRunOptions) (*api.HandoffRequest, []string, bo
 		return nil, nil, false
 	}
 	var socks []string
-	for _, name := range []string{orchSocket, residentSocket} {
-		if sock := filepath.Join(dir, orchDir, name); trustedSocket(filepath.Join(dir, orchDir), sock) {
+	for _, name := range []string{home.OrchSocket, residentSocket} {
+		if sock := filepath.Join(dir, home.OrchDir, name); trustedSocket(filepath.Join(dir, home.OrchDir), sock) {
 			socks = append(socks, sock)
 		}
 	}

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/branch"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/gate"
 	"github.com/agora-dev/agora/internal/cli/outdir"
-	"github.com/agora-dev/agora/internal/gitbranch"
 
 	"github.com/spf13/cobra"
 
@@ -170,7 +171,7 @@ func printRecord(w io.Writer, r *dispatch.Record) {
 	}
 	printApprovals(w, r)
 	if r.Verify != nil {
-		printGate(w, "verify:    ", r.Verify, r.Verdict, 0)
+		gate.Print(w, "verify:    ", r.Verify, r.Verdict, 0)
 	}
 	if res := r.Result; res != nil {
 		if res.Patch != nil {
@@ -432,18 +433,11 @@ func dispatchPatchRun(ctx context.Context, opts *dispatchPatchOptions) error {
 				return err
 			}
 		}
-		c, err := dispatchChange(d.Blobs, r, "", "")
+		w, err := branch.DispatchWork(d.Blobs, r, opts.repo)
 		if err != nil {
 			return err
 		}
-		w := branchWork{repo: r.Repo, base: r.Revision, changes: []gitbranch.Change{c}}
-		if opts.repo != "" {
-			w.repo = opts.repo
-		}
-		if err := w.check("dispatch " + r.ID); err != nil {
-			return err
-		}
-		return writeBranch(ctx, opts.f, w, opts.branch)
+		return branch.Write(ctx, opts.f, w, opts.branch)
 	}
 	b, err := d.Blobs.Get(r.Result.Patch.Digest, 0)
 	if err != nil {

@@ -133,7 +133,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	r := &resident{runner: runner, idle: idle, ln: ln, serveSock: filepath.Join(dir, orchSocket), last: time.Now(), log: log}
+	r := &resident{runner: runner, idle: idle, ln: ln, serveSock: filepath.Join(dir, home.OrchSocket), last: time.Now(), log: log}
 	// Its own lines at info; the server's (one per hand-off taken) only from warnings up, so
 	// the log of a resident that ran a thousand dispatches is not a thousand lines.
 	quiet, err := obs.NewLogger(f.IO.ErrOut, obs.LogText, slog.LevelWarn)

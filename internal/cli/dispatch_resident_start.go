@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/doctor"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/peercred"
 )
@@ -57,8 +58,8 @@ func startResident(ctx context.Context, opts *dispatchRunOptions) {
 	if err != nil {
 		return
 	}
-	odir := filepath.Join(dir, orchDir)
-	if serveListens(filepath.Join(odir, orchSocket)) || serveListens(filepath.Join(odir, residentSocket)) {
+	odir := filepath.Join(dir, home.OrchDir)
+	if serveListens(filepath.Join(odir, home.OrchSocket)) || serveListens(filepath.Join(odir, residentSocket)) {
 		return
 	}
 	// A resident no CLI could connect to would only exit (its Listen refuses the path);
@@ -136,7 +137,7 @@ func stopResident(ctx context.Context, f *Factory) error {
 	if err != nil {
 		return err
 	}
-	odir := filepath.Join(dir, orchDir)
+	odir := filepath.Join(dir, home.OrchDir)
 	sock := filepath.Join(odir, residentSocket)
 	if !trustedSocket(odir, sock) {
 		fmt.Fprintln(f.IO.ErrOut, "agora: no resident dispatcher runs for this home")
@@ -198,7 +199,7 @@ func residentCheck(f *Factory, c *config.Config) doctor.Check {
 		ch.Detail = err.Error()
 		return ch
 	}
-	sock := filepath.Join(dir, orchDir, residentSocket)
+	sock := filepath.Join(dir, home.OrchDir, residentSocket)
 	if serveListens(sock) {
 		c, err := net.DialTimeout("unix", sock, handoffDial)
 		if err == nil {

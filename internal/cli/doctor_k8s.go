@@ -5,10 +5,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/doctorcmd"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/doctor"
 )
+
+// doctorProbes are what agora doctor asks of the providers and the resident dispatcher.
+func doctorProbes(f *cmdutil.Factory) doctorcmd.Probes {
+	return doctorcmd.Probes{Host: doctorHost(), Resident: func(c *config.Config) doctor.Check { return residentCheck(f, c) }}
+}
 
 // doctorHost is the real host, with the agent-sandbox probe of kubernetes targets and the
 // engine probe of docker and kubernetes targets.

@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
 
@@ -19,5 +23,12 @@ func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
 	f.Dispatcher = func(ctx context.Context) (*dispatch.Dispatcher, error) { return dispatcher(ctx, f) }
 	f.Courier = func(ctx context.Context) (*dispatch.Courier, error) { return courier(ctx, f) }
 	f.OrchClient = func(ctx context.Context) (*client.Client, error) { return orchClient(ctx, f) }
+	f.NetworkGateway = func(ctx context.Context, listen, advertise string) (func(context.Context) error, error) {
+		return networkGateway(ctx, f, listen, advertise)
+	}
+	f.HomeDuties = func(ctx context.Context, h *home.Home, log *slog.Logger) (func(), error) {
+		return homeDuties(ctx, f, h, log)
+	}
+	f.S3Anchors = func(cfg *config.Config, logName string) ([]*anchor.S3, error) { return s3Anchors(cfg, logName, f.Now) }
 	return f
 }

@@ -5,22 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/tracing"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
-)
-
-// Where `agora orch serve` keeps its state, under AGORA_HOME.
-const (
-	orchDir    = "orch"
-	orchDB     = "orch.db"
-	orchSocket = "orch.sock"
 )
 
 func newOrchCmd(f *cmdutil.Factory) *cobra.Command {
@@ -58,7 +50,7 @@ func orchPaths(f *cmdutil.Factory) (dir string, err error) {
 	if err != nil {
 		return "", err
 	}
-	dir = filepath.Join(h, orchDir)
+	dir = filepath.Join(h, home.OrchDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -71,29 +63,8 @@ func orchClient(ctx context.Context, f *cmdutil.Factory) (*client.Client, error)
 	if err != nil {
 		return nil, err
 	}
-	c := client.New(filepath.Join(h, orchDir, orchSocket))
+	c := client.New(filepath.Join(h, home.OrchDir, home.OrchSocket))
 	// A run submitted from inside a trace (TRACEPARENT, an MCP request's) joins it.
 	c.Traceparent = tracing.Traceparent
 	return c, nil
-}
-
-// runStatus connects to the orchestrator service and reads run ref (an id or a plan name).
-func runStatus(ctx context.Context, f *cmdutil.Factory, ref string) (*client.Client, api.Run, error) {
-	c, err := f.OrchClient(ctx)
-	if err != nil {
-		return nil, api.Run{}, err
-	}
-	run, err := c.Status(ctx, ref)
-	if err == nil {
-		noteShared(f, run)
-	}
-	return c, run, err
-}
-
-// noteShared says on stderr which run a name shared by several runs stands for: the newest.
-func noteShared(f *cmdutil.Factory, r api.Run) {
-	if r.NameRuns > 1 {
-		fmt.Fprintf(f.IO.ErrOut, "agora: %d runs are named %s; this is the newest, %s (created %s); name another by its id (agora orch runs)\n",
-			r.NameRuns, r.Name, r.ID, r.CreatedAt.UTC().Format(time.RFC3339))
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/outdir"
+	"github.com/agora-dev/agora/internal/cli/runread"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -52,7 +53,7 @@ terminal entry. Both parts carry a selection signed with the audit key and namin
 // orchAuditRun seals the run if it ended unsealed, then writes its bundle.
 func orchAuditRun(ctx context.Context, opts *orchAuditOptions) error {
 	f, out := opts.f, opts.out
-	c, run, err := runStatus(ctx, f, opts.run)
+	c, run, err := runread.Status(ctx, f, opts.run)
 	if err != nil {
 		return err
 	}

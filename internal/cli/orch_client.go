@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/runread"
 
 	"github.com/spf13/cobra"
 
@@ -343,9 +344,9 @@ func orchStatusRun(ctx context.Context, opts *runOptions) error {
 	if opts.Arg == "" {
 		return orchQueuesRun(ctx, f, opts.Output)
 	}
-	_, r, err := runStatus(ctx, f, opts.Arg)
+	_, r, err := runread.Status(ctx, f, opts.Arg)
 	if errors.Is(err, client.ErrNotRunning) {
-		r, err = snapshotStatus(ctx, f, opts.Arg, err)
+		r, err = runread.Snapshot(ctx, f, opts.Arg, err)
 	}
 	if err != nil {
 		return err
@@ -527,7 +528,7 @@ func orchActionRun(ctx context.Context, opts *orchActionOptions) error {
 	if err != nil {
 		return err
 	}
-	noteShared(f, r)
+	runread.NoteShared(f, r)
 	fmt.Fprintln(f.IO.ErrOut, actionOutcome(opts.action, opts.req, r))
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/branch"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/cli/outdir"
+	"github.com/agora-dev/agora/internal/cli/runread"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/api"
@@ -110,7 +112,7 @@ commit to the result.`,
 // orchPatchesRun writes the patches of the run's succeeded tasks.
 func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 	f := opts.f
-	_, run, err := runStatus(ctx, f, opts.run)
+	_, run, err := runread.Status(ctx, f, opts.run)
 	if err != nil {
 		return err
 	}
@@ -119,14 +121,14 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 		return err
 	}
 	if opts.branch != "" || opts.combined {
-		w, err := runWork(ctx, h, run, opts.repo, opts.skip, opts.includeLearn)
+		w, err := branch.RunWork(ctx, h, run, opts.repo, opts.skip, opts.includeLearn)
 		if err != nil {
 			return err
 		}
 		if opts.combined {
-			return writeCombined(ctx, f, w)
+			return branch.WriteCombined(ctx, f, w)
 		}
-		return writeBranch(ctx, f, w, opts.branch)
+		return branch.Write(ctx, f, w, opts.branch)
 	}
 	records := dispatch.NewRecords(h.DB, nil, f.Now)
 	dir, err := outdir.Open(opts.to)
@@ -136,7 +138,7 @@ func orchPatchesRun(ctx context.Context, opts *orchPatchesOptions) error {
 	defer dir.Close()
 	var out []api.Patch
 	var rows [][]string
-	stacked, stackOf := false, runStacks(run.Tasks)
+	stacked, stackOf := false, branch.RunStacks(run.Tasks)
 	for _, t := range run.Tasks {
 		if t.State != lifecycle.TaskSucceeded || t.DispatchID == "" || t.Judging() {
 			continue // a reviewer's or a fix's work is part of the task it judged or fixed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agora-dev/agora/internal/home"
 	"log/slog"
 	"net"
 	"os"
@@ -23,12 +22,14 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/obs"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/cron"
 	"github.com/agora-dev/agora/internal/orch/dispatchexec"
 	"github.com/agora-dev/agora/internal/orch/service"
+	"github.com/agora-dev/agora/internal/retention/homesweep"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/web"
 	"github.com/agora-dev/agora/internal/workspace"
@@ -135,7 +136,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return err
 	}
 	defer leader.release(ctx, f, h)
-	db, err := store.Open(ctx, filepath.Join(dir, orchDB), orch.Migrations(), store.FullSync())
+	db, err := store.Open(ctx, filepath.Join(dir, home.OrchDB), orch.Migrations(), store.FullSync())
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	// agora.db and orch.db to object storage while serve runs (replicate.s3).
 	rctx, stopRepl := context.WithCancel(ctx)
 	repl, waitRepl, err := startReplication(rctx, h, ob.log,
-		agoraReplica(h), replicaDB{"orch", filepath.Join(dir, orchDB)})
+		agoraReplica(h), replicaDB{"orch", filepath.Join(dir, home.OrchDB)})
 	if err != nil {
 		stopRepl()
 		return err
@@ -161,7 +162,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if repl != nil {
 		ob.metrics.Registry().MustRegister(repl)
 	}
-	orchCP, err := checkpointerFor(ctx, f, db, orchDB)
+	orchCP, err := checkpointerFor(ctx, f, db, home.OrchDB)
 	if err != nil {
 		return err
 	}
@@ -169,7 +170,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if err != nil {
 		return err
 	}
-	sup, closeWarm, err := warmSupervisors(ctx, d, ob.log)
+	sup, closeWarm, err := detach.ForServe(ctx, d, ob.log)
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		warmCounts = sup.Standbys.Counts
 	}
 	ob.attach(eng, db, h.DB, d.Records, warmCounts)
-	sock := filepath.Join(dir, orchSocket)
+	sock := filepath.Join(dir, home.OrchSocket)
 	ln, err := service.Listen(sock)
 	if err != nil {
 		return err
@@ -199,7 +200,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	testOnlySchedulerHooks(f, srv.Schedules)
 	var serveGateway func(context.Context) error
 	if opts.gateway != "" {
-		if serveGateway, err = networkGateway(ctx, f, opts.gateway, ""); err != nil {
+		if serveGateway, err = f.NetworkGateway(ctx, opts.gateway, ""); err != nil {
 			return err
 		}
 	}
@@ -213,7 +214,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	defer closeWeb()
 	fmt.Fprintf(f.IO.ErrOut, "agora: orchestrator serving on %s (pid %d)\n", sock, os.Getpid())
 	return serveOrchParts(ctx, f, opts, &orchServeParts{leader: leader, ui: ui, gateway: serveGateway, eng: eng, sup: sup, srv: srv, ln: ln, orchCP: orchCP, mainCP: mainCP, ob: ob,
-		sweep: func(ctx context.Context) { serveRetention(ctx, f, h, ob.log) }, adopt: d.AdoptOrphans})
+		sweep: func(ctx context.Context) { homesweep.Background(ctx, h, f.Now, ob.log) }, adopt: d.AdoptOrphans})
 }
 
 // orchServeParts are what orchServeRun opened, each run as one goroutine of serve's group.

@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/replicate"
+	"github.com/agora-dev/agora/internal/replicate/homerestore"
 )
 
 // takeoverDir is where a new leader restores the replica before moving its databases into
@@ -39,15 +40,15 @@ func takeoverRestore(ctx context.Context, f *Factory) (bool, error) {
 		return false, err
 	}
 	defer os.RemoveAll(staging)
-	o := &restoreOptions{PrintOptions: printOptions{F: f}, to: staging, config: filepath.Join(dir, config.FileName), keys: filepath.Join(dir, home.KeyDir)}
-	res, err := restoreHome(ctx, o)
+	res, err := homerestore.Run(ctx, homerestore.Options{To: staging, Config: filepath.Join(dir, config.FileName), Keys: filepath.Join(dir, home.KeyDir),
+		Anchors: f.S3Anchors, Now: f.Now})
 	if errors.Is(err, replicate.ErrNoReplica) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("take over: restore the home from its replica: %w", err)
 	}
-	for _, db := range []string{home.DBFile, filepath.Join(orchDir, orchDB)} {
+	for _, db := range []string{home.DBFile, filepath.Join(home.OrchDir, home.OrchDB)} {
 		if err := replaceDB(filepath.Join(staging, db), filepath.Join(dir, db)); err != nil {
 			return false, fmt.Errorf("take over: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/runread"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -120,7 +121,7 @@ func (w *runWatcher) update(r *api.Run, ev *api.Event) error {
 		return nil
 	}
 	if w.last.ID == "" {
-		noteShared(w.f, *r) // the first status: ref resolved
+		runread.NoteShared(w.f, *r) // the first status: ref resolved
 	}
 	w.setRun(*r)
 	if w.jsonl {

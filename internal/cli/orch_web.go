@@ -6,10 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
-	"github.com/agora-dev/agora/internal/compute/warm"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +13,9 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/httpauth"
+	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/mcpserver"
@@ -49,15 +48,14 @@ func (o *orchWebFlags) check(cmd *cobra.Command, f *cmdutil.Factory) error {
 	// Read once, whatever the flags: no process serve starts (a dispatch's detached supervisor
 	// inherits serve's environment) carries the operator's token, as with agora mcp; serve
 	// without --http never uses it.
-	token := f.Getenv(envHTTPToken)
-	os.Unsetenv(envHTTPToken)
+	token := httpauth.TakeToken(f)
 	if o.http == "" {
 		if len(o.allowHosts) > 0 {
 			return cmdutil.UsageErrorf(cmd, "--allow-host needs --http")
 		}
 		return nil
 	}
-	cfg, err := mcpHTTPConfig(cmd, f, &mcpOptions{http: o.http, allowHosts: o.allowHosts}, token, mcpserver.CeilingRead)
+	cfg, err := httpauth.Config(cmd, f, httpauth.Options{Addr: o.http, AllowHosts: o.allowHosts}, token, mcpserver.CeilingRead)
 	if err != nil {
 		return err
 	}

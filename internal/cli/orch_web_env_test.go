@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/httpauth"
 )
 
 // TestServeWebToken_NotInherited: serve reads the web view's AGORA_HTTP_TOKEN once, when
@@ -22,7 +23,7 @@ func TestServeWebToken_NotInherited(t *testing.T) {
 	for name, http := range map[string]string{"with --http": "127.0.0.1:0", "without --http": ""} {
 		t.Run(name, func(t *testing.T) {
 			tok := strings.Repeat("ab", 32)
-			t.Setenv(envHTTPToken, tok)
+			t.Setenv(httpauth.EnvToken, tok)
 			t.Setenv("AGORA_HOME", t.TempDir())
 			o := &orchWebFlags{http: http}
 			if err := o.check(&cobra.Command{}, &cmdutil.Factory{Getenv: os.Getenv}); err != nil {
@@ -31,10 +32,10 @@ func TestServeWebToken_NotInherited(t *testing.T) {
 			if http != "" && (len(o.clients) != 1 || o.clients[0].Token != tok) {
 				t.Fatalf("the web view's clients %d, want the one token read", len(o.clients))
 			}
-			if _, ok := os.LookupEnv(envHTTPToken); ok {
-				t.Errorf("serve keeps %s in its environment after reading it", envHTTPToken)
+			if _, ok := os.LookupEnv(httpauth.EnvToken); ok {
+				t.Errorf("serve keeps %s in its environment after reading it", httpauth.EnvToken)
 			}
-			out, err := exec.Command("sh", "-c", "printenv "+envHTTPToken+" || true").Output()
+			out, err := exec.Command("sh", "-c", "printenv "+httpauth.EnvToken+" || true").Output()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/peercred"
@@ -153,7 +154,7 @@ func rt48bResident(t *testing.T, cfgFile string, cfg []byte) *rt48bRig {
 	quiet := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	hr := &handoffRunner{f: &cmdutil.Factory{}, home: "/rt48b/home", exe: exe, env: "rt48b-env", cfgFile: cfgFile,
 		cfgSum: sha256.Sum256(cfg), running: running}
-	r := &resident{runner: hr, idle: time.Hour, ln: ln, serveSock: filepath.Join(dir, orchSocket), last: time.Now(), log: log}
+	r := &resident{runner: hr, idle: time.Hour, ln: ln, serveSock: filepath.Join(dir, home.OrchSocket), last: time.Now(), log: log}
 	srv := r.server(quiet.Handler())
 	sctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)

@@ -20,10 +20,6 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// replicateStatusFile is where a serve that replicates publishes where replication stands, for
-// `agora doctor` (another process) to read.
-const replicateStatusFile = "replicate.json"
-
 // replicaDB is one database a serve replicates: its name in the bucket and its file.
 type replicaDB struct{ name, path string }
 
@@ -36,15 +32,6 @@ type replication struct {
 	mu   sync.Mutex
 	reps map[string]*replicate.Replicator
 	wg   sync.WaitGroup
-}
-
-// replicatedStatus is one database's row of replicate.json (and of doctor's report).
-type replicatedStatus struct {
-	DB         string    `json:"db"`
-	Generation string    `json:"generation"`
-	Seq        uint64    `json:"seq"`
-	Replicated time.Time `json:"replicated"`
-	Error      string    `json:"error,omitempty"`
 }
 
 // startReplication starts replicating dbs when agora.yaml has replicate.s3, until ctx ends;
@@ -124,13 +111,13 @@ func (r *replication) run(ctx context.Context, o replicate.Options, lag time.Dur
 }
 
 // Statuses are the databases this process replicates now.
-func (r *replication) Statuses() []replicatedStatus {
+func (r *replication) Statuses() []replicate.Published {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []replicatedStatus
+	var out []replicate.Published
 	for name, rep := range r.reps {
 		s := rep.Status()
-		row := replicatedStatus{DB: name, Generation: s.Generation, Seq: s.Seq, Replicated: s.Replicated}
+		row := replicate.Published{DB: name, Generation: s.Generation, Seq: s.Seq, Replicated: s.Replicated}
 		if s.Err != nil {
 			row.Error = s.Err.Error()
 		}
@@ -148,7 +135,7 @@ func (r *replication) publish(ctx context.Context, lag time.Duration) {
 	for {
 		for _, s := range r.Statuses() {
 			b, _ := json.Marshal(s)
-			p := filepath.Join(r.h.Dir, s.DB+"-"+replicateStatusFile)
+			p := filepath.Join(r.h.Dir, s.DB+"-"+replicate.PublishedFile)
 			tmp := p + ".tmp"
 			if err := os.WriteFile(tmp, b, 0o600); err == nil {
 				os.Rename(tmp, p)

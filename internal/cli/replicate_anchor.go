@@ -16,6 +16,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/replicate"
 )
 
 // replicatedFirst holds an action back until the replica in object storage holds what was
@@ -47,15 +48,15 @@ func anchorsAfterReplica(h *home.Home, logName string, anchors []audit.Anchor) [
 		return anchors
 	}
 	db, path := "agora", filepath.Join(h.Dir, home.DBFile)
-	if logName == orchDB {
-		db, path = "orch", filepath.Join(h.Dir, orchDir, orchDB)
+	if logName == home.OrchDB {
+		db, path = "orch", filepath.Join(h.Dir, home.OrchDir, home.OrchDB)
 	} else if logName != home.DBFile {
 		return anchors
 	}
 	lag := h.Config.Replicate.LagOrDefault()
 	out := make([]audit.Anchor, len(anchors))
 	for i, a := range anchors {
-		out[i] = replicatedFirst{inner: a, status: filepath.Join(h.Dir, db+"-"+replicateStatusFile), lock: path + "-replicate.lock",
+		out[i] = replicatedFirst{inner: a, status: filepath.Join(h.Dir, db+"-"+replicate.PublishedFile), lock: path + "-replicate.lock",
 			wait: replicaWaitFloor + replicaWaitLags*lag, poll: min(lag/4, 50*time.Millisecond)}
 	}
 	return out
@@ -79,7 +80,7 @@ func (a replicatedFirst) replicated(ctx context.Context, since time.Time) error 
 	}
 	deadline := time.Now().Add(a.wait)
 	for {
-		var st replicatedStatus
+		var st replicate.Published
 		b, err := cmdutil.ReadLimited(a.status, 64<<10)
 		if err == nil && json.Unmarshal(b, &st) == nil && st.Replicated.After(since) {
 			return nil

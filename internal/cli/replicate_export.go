@@ -11,6 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
+	"github.com/agora-dev/agora/internal/replicate"
 )
 
 // A kubernetes dispatch's pod outlives its leader; the next leader restores the home from the
@@ -33,12 +34,12 @@ func replicaWaits(h *home.Home) []replicatedFirst {
 	}
 	lag := h.Config.Replicate.LagOrDefault()
 	dbs := []struct{ name, path string }{
-		{"orch", filepath.Join(h.Dir, orchDir, orchDB)},
+		{"orch", filepath.Join(h.Dir, home.OrchDir, home.OrchDB)},
 		{"agora", filepath.Join(h.Dir, home.DBFile)},
 	}
 	out := make([]replicatedFirst, 0, len(dbs))
 	for _, db := range dbs {
-		out = append(out, replicatedFirst{status: filepath.Join(h.Dir, db.name+"-"+replicateStatusFile), lock: db.path + "-replicate.lock",
+		out = append(out, replicatedFirst{status: filepath.Join(h.Dir, db.name+"-"+replicate.PublishedFile), lock: db.path + "-replicate.lock",
 			wait: replicaWaitFloor + replicaWaitLags*lag, poll: min(lag/4, 50*time.Millisecond)})
 	}
 	return out
@@ -91,7 +92,7 @@ func (x replicatedExporter) replicated(ctx context.Context, sess *remote.Session
 // (dispatchexec.Executor.Replicated); nil when h does not replicate.
 func agoraReplicated(h *home.Home) func(context.Context, time.Time) error {
 	for _, w := range replicaWaits(h) {
-		if filepath.Base(w.status) == "agora-"+replicateStatusFile {
+		if filepath.Base(w.status) == "agora-"+replicate.PublishedFile {
 			return w.replicated
 		}
 	}

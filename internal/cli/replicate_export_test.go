@@ -14,6 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/netgw"
+	"github.com/agora-dev/agora/internal/replicate"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -52,7 +53,7 @@ func newReplicaRig(t *testing.T, held bool) *replicaRig {
 
 // publish writes the status a replicator publishes once its snapshot of at is in the bucket.
 func (r *replicaRig) publish(at time.Time) error {
-	b, err := json.Marshal(replicatedStatus{DB: "agora", Replicated: at})
+	b, err := json.Marshal(replicate.Published{DB: "agora", Replicated: at})
 	if err != nil {
 		return err
 	}

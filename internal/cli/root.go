@@ -18,9 +18,15 @@ import (
 
 	"github.com/agora-dev/agora/internal/cli/apply"
 	"github.com/agora-dev/agora/internal/cli/audit"
+	"github.com/agora-dev/agora/internal/cli/capability"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/doctorcmd"
 	"github.com/agora-dev/agora/internal/cli/env"
+	"github.com/agora-dev/agora/internal/cli/gateway"
+	"github.com/agora-dev/agora/internal/cli/gc"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
+	"github.com/agora-dev/agora/internal/cli/mcp"
+	"github.com/agora-dev/agora/internal/cli/restore"
 	"github.com/agora-dev/agora/internal/cli/selftest"
 	"github.com/agora-dev/agora/internal/cli/subagent"
 	"github.com/agora-dev/agora/internal/cli/verify"
@@ -126,8 +132,6 @@ func renderError(f *cmdutil.Factory, err error) int {
 	return code
 }
 
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
 // rootFor builds the command tree args run in (a command pays for its own group only).
 // When the first word names one of agora's groups ("dispatch" in `agora dispatch run ...`),
 // the root holds that group alone: cobra finds the command in it, and nothing a command of one
@@ -162,7 +166,7 @@ type group struct {
 func groups() []group {
 	return []group{
 		{"init", func(f *cmdutil.Factory) *cobra.Command { return initcmd.NewCmd(f, nil) }},
-		{"capability", newCapabilityCmd},
+		{"capability", capability.NewCmd},
 		{"subagent", subagent.NewCmd},
 		{"env", env.NewCmd},
 		{"workspace", workspace.NewCmd},
@@ -170,13 +174,13 @@ func groups() []group {
 		{"audit", audit.NewCmd},
 		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},
 		{"dispatch", newDispatchCmd},
-		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return newMCPCmd(f, nil) }},
+		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return mcp.NewCmd(f, nil) }},
 		{"orch", newOrchCmd},
-		{"gateway", newGatewayCmd},
-		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return newDoctorCmd(f, nil) }},
+		{"gateway", gateway.NewCmd},
+		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return doctorcmd.NewCmd(f, doctorProbes(f), nil) }},
 		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return selftest.NewCmd(f, nil) }},
-		{"restore", func(f *cmdutil.Factory) *cobra.Command { return newRestoreCmd(f, nil) }},
-		{"gc", func(f *cmdutil.Factory) *cobra.Command { return newGCCmd(f, nil) }},
+		{"restore", func(f *cmdutil.Factory) *cobra.Command { return restore.NewCmd(f, nil) }},
+		{"gc", func(f *cmdutil.Factory) *cobra.Command { return gc.NewCmd(f, nil) }},
 		{"version", func(f *cmdutil.Factory) *cobra.Command { return version.NewCmd(f, nil) }},
 	}
 }

@@ -35,6 +35,18 @@ const (
 	DispatchDir   = "dispatches"
 )
 
+// Where `agora orch serve` keeps its state, under AGORA_HOME: OrchDir holds orch.db, its
+// socket and the resident dispatcher's.
+const (
+	OrchDir    = "orch"
+	OrchDB     = "orch.db"
+	OrchSocket = "orch.sock"
+)
+
+// ReplicaDBs are the databases a home replicates (replicate.s3), by their names in the bucket:
+// agora.db and OrchDir's orch.db.
+var ReplicaDBs = [...]string{"agora", "orch"}
+
 // Home is an open AGORA_HOME.
 type Home struct {
 	Dir    string

@@ -68,6 +68,20 @@ type Options struct {
 	Fence func() error
 }
 
+// PublishedFile is where a serve that replicates publishes where replication stands, beside
+// AGORA_HOME's databases (DB-replicate.json), for `agora doctor` and the processes that wait
+// for the replica (another process) to read.
+const PublishedFile = "replicate.json"
+
+// Published is one database's PublishedFile (and a row of doctor's report).
+type Published struct {
+	DB         string    `json:"db"`
+	Generation string    `json:"generation"`
+	Seq        uint64    `json:"seq"`
+	Replicated time.Time `json:"replicated"`
+	Error      string    `json:"error,omitempty"`
+}
+
 // Status is where replication stands.
 type Status struct {
 	Generation string

@@ -104,3 +104,13 @@ func (v Info) Weakened() bool { return Weakened(v.Tags) }
 
 // Weakened reports whether tags (a build's -tags setting, comma-separated) holds WeakenTag.
 func Weakened(tags string) bool { return slices.Contains(strings.Split(tags, ","), WeakenTag) }
+
+// Short is this program's release version, "dev" for a build from a checkout (or without
+// build information): what agora mcp names itself in initialize, and what the network gateway
+// tells a pod's worker to match when it has no worker program to read.
+func Short() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}

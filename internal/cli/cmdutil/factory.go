@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os/user"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -49,6 +51,19 @@ type Factory struct {
 	Courier func(context.Context) (*dispatch.Courier, error)
 	// OrchClient connects to the orchestrator service of AGORA_HOME.
 	OrchClient func(context.Context) (*client.Client, error)
+	// NetworkGateway prepares the network gateway on listen, certified for advertise's host
+	// (each "": agora.yaml's gateway:), and returns what serves it until its context ends:
+	// agora gateway serve and agora orch serve --gateway run it.
+	NetworkGateway func(ctx context.Context, listen, advertise string) (func(context.Context) error, error)
+	// HomeDuties starts what a server other than agora orch serve owes h while it runs (agora
+	// mcp): agora.db replicated to replicate.s3 and retention's sweep, both only without
+	// leader: in agora.yaml. stop ends them and returns once replication shipped the last
+	// changes.
+	HomeDuties func(ctx context.Context, h *home.Home, log *slog.Logger) (stop func(), err error)
+	// S3Anchors are the s3 anchors cfg's audit.anchors names for the audit log logName
+	// ("agora.db", "orch.db"), in their order: agora restore checks what it brought back
+	// against their newest checkpoints.
+	S3Anchors func(cfg *config.Config, logName string) ([]*anchor.S3, error)
 }
 
 // NewFactory returns a factory over the given streams and environment, without the

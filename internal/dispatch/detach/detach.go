@@ -16,6 +16,7 @@ package detach
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,22 @@ type Supervisors struct {
 // For returns the supervisors of d's dispatches.
 func For(d *dispatch.Dispatcher) *Supervisors {
 	return &Supervisors{Bin: d.AgoraBin, Records: d.Records, Reaper: d, StateDir: d.StateDir}
+}
+
+// ForServe returns the supervisors of a serve (agora orch serve, agora mcp): those of d's
+// dispatches, holding the standby supervisors of d's warm targets when this process can
+// ([NewStandbys]). stop discards the standbys not yet claimed; claimed ones run on.
+func ForServe(ctx context.Context, d *dispatch.Dispatcher, log *slog.Logger) (sup *Supervisors, stop func(), err error) {
+	sup = For(d)
+	sb, err := NewStandbys(ctx, d, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sb == nil {
+		return sup, func() {}, nil
+	}
+	sup.Standbys = sb
+	return sup, sb.Close, nil
 }
 
 // DefaultPoll is how often Watch reads a watched dispatch's record.

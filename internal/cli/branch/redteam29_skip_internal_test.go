@@ -1,4 +1,4 @@
-package cli
+package branch
 
 import (
 	"os"
@@ -35,7 +35,7 @@ func TestRedTeam29_SkipAdviceSurvivesAShell(t *testing.T) {
 		if err := gitbranch.CheckBranchName(tc.branch); err != nil {
 			t.Fatalf("the attack's branch is one the command refuses, so it proves nothing: %v", err)
 		}
-		w := branchWork{run: "r-1", changes: []gitbranch.Change{{Label: "task " + tc.task}}, tasks: []string{tc.task}}
+		w := Work{run: "r-1", changes: []gitbranch.Change{{Label: "task " + tc.task}}, tasks: []string{tc.task}}
 		advice := without(w, "task "+tc.task, tc.branch)
 		m := regexp.MustCompile(`\((agora orch patches .*)\)$`).FindStringSubmatch(advice)
 		if m == nil {

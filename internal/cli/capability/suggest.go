@@ -1,4 +1,4 @@
-package cli
+package capability
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/runread"
 	"github.com/agora-dev/agora/internal/grant/suggest"
 	"github.com/agora-dev/agora/internal/orch/client"
 )
@@ -159,9 +160,9 @@ func capabilitySuggestRun(ctx context.Context, opts *capabilitySuggestOptions) e
 // runDispatches returns every dispatch of run ref, from serve or, when it is not running, a
 // read-only snapshot of orch.db.
 func runDispatches(ctx context.Context, f *cmdutil.Factory, ref string) ([]string, error) {
-	_, r, err := runStatus(ctx, f, ref)
+	_, r, err := runread.Status(ctx, f, ref)
 	if errors.Is(err, client.ErrNotRunning) {
-		r, err = snapshotStatus(ctx, f, ref, err)
+		r, err = runread.Snapshot(ctx, f, ref, err)
 	}
 	if err != nil {
 		return nil, err

@@ -1,24 +1,19 @@
-package cli
+// Package gc is `agora gc`: retention run once, by a person (internal/retention/homesweep
+// sweeps; a serve runs the same sweep every hour), or its plan with --dry-run.
+package gc
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
-	"github.com/agora-dev/agora/internal/config"
-	"github.com/agora-dev/agora/internal/home"
-	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/replicate"
 	"github.com/agora-dev/agora/internal/retention"
-	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/retention/homesweep"
 )
 
 type gcOptions struct {
@@ -26,7 +21,7 @@ type gcOptions struct {
 	dryRun bool
 }
 
-func newGCCmd(f *cmdutil.Factory, runF func(*gcOptions) error) *cobra.Command {
+func NewCmd(f *cmdutil.Factory, runF func(*gcOptions) error) *cobra.Command {
 	opts := &gcOptions{PrintOptions: cmdutil.PrintOptions{F: f}}
 	cmd := cmdutil.NewPrintCmd(&cobra.Command{
 		Use:   "gc",
@@ -91,16 +86,6 @@ type gcReport struct {
 	Replicas []replicate.PrunedGeneration `json:"replica_generations"`
 }
 
-// newSweeper is the sweeper of h under pol: orch.db is opened for writing (migrated, full
-// sync, as serve opens it) only when a sweep has runs to purge.
-func newSweeper(f *cmdutil.Factory, h *home.Home, pol config.RetentionPolicy) *retention.Sweeper {
-	path := filepath.Join(h.Dir, orchDir, orchDB)
-	return &retention.Sweeper{DB: h.DB, OrchDB: path, Blobs: h.Blobs, Policy: pol, Log: audit.New(f.Now), Now: f.Now,
-		OpenOrch: func(ctx context.Context) (*store.DB, error) {
-			return store.Open(ctx, path, orch.Migrations(), store.FullSync())
-		}}
-}
-
 func gcRun(ctx context.Context, opts *gcOptions) error {
 	f := opts.F
 	if err := refuseGCOffLeader(f, opts.dryRun); err != nil {
@@ -114,7 +99,7 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 	if err != nil {
 		return fmt.Errorf("agora.yaml retention: %w", err)
 	}
-	s := newSweeper(f, h, pol)
+	s := homesweep.Sweeper(h, pol, f.Now)
 	rep := gcReport{DryRun: opts.dryRun, Blobs: days(pol.Blobs), Logs: days(pol.Logs), Runs: days(pol.Runs), Location: h.Blobs.Where()}
 	if !pol.Set() && h.Config.Replicate.KeepGenerations == 0 && opts.Output != cmdutil.FormatJSON {
 		fmt.Fprintf(f.IO.ErrOut, "agora: agora.yaml sets no retention: nothing is purged (see 'agora gc --help')\n")
@@ -142,7 +127,7 @@ func gcRun(ctx context.Context, opts *gcOptions) error {
 		return fmt.Errorf("gc: %w", err)
 	}
 	var foreign []string
-	rep.Replicas, foreign, err = pruneReplicas(ctx, f, h, opts.dryRun, f.Actor(), retention.RoleOperator)
+	rep.Replicas, foreign, err = homesweep.PruneReplicas(ctx, h, f.Now, opts.dryRun, f.Actor(), retention.RoleOperator)
 	for _, why := range foreign {
 		fmt.Fprintf(f.IO.ErrOut, "agora: warning: gc: left a replica generation: %s\n", why)
 	}
@@ -209,39 +194,4 @@ func days(d time.Duration) string {
 		return "keep"
 	}
 	return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
-}
-
-// retentionInterval is how often serve sweeps (the first sweep is at start).
-const retentionInterval = time.Hour
-
-// serveRetention is serve's background sweep of h until ctx ends (`orch serve`, `mcp
-// serve`; with leader: only the leading orch serve, see gc_leader.go): nothing without
-// retention in agora.yaml. A sweep that purged, finished or left
-// something is logged; a failed one is a warning and the next hour's sweep tries again.
-func serveRetention(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *slog.Logger) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	if h.Config.Replicate.KeepGenerations > 0 {
-		wg.Go(func() { servePrune(ctx, f, h, log) })
-	}
-	pol, err := h.Config.Retention.Policy()
-	if err != nil {
-		log.Warn("retention sweep off", "err", err)
-		return
-	}
-	s := newSweeper(f, h, pol)
-	s.Background(ctx, retentionInterval, func(_ *retention.Plan, res retention.Result, err error) {
-		if err != nil {
-			log.Warn("retention sweep", "err", err)
-			return
-		}
-		if res.Recorded > 0 || res.Finished > 0 || res.Deferred > 0 || res.Runs > 0 {
-			log.Info("retention sweep", "purged", res.Recorded, "bytes", res.Bytes, "deleted", res.Deleted,
-				"finished", res.Finished, "deferred", res.Deferred, "kept", res.KeptAgain,
-				"runs", res.Runs, "run_tasks", res.RunTasks, "runs_skipped", res.RunsSkipped)
-		}
-		for _, why := range res.Refused {
-			log.Warn("retention sweep left a blob in place", "why", why)
-		}
-	})
 }

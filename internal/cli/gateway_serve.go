@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-
-	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -18,70 +15,10 @@ import (
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/netgw"
 	"github.com/agora-dev/agora/internal/store"
+	"github.com/agora-dev/agora/internal/version"
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/workerbin"
 )
-
-func newGatewayCmd(f *cmdutil.Factory) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "gateway",
-		Short: "Serve the network gateway remote workers reach agora through",
-		Long: `The network gateway is how a worker on another machine (a kubernetes target's pod)
-reaches this host: one TLS listener, a token per dispatch scoped to its own routes and
-revoked at its end. It moves bytes only: the model gateway, the egress proxy and every
-decision stay with each dispatch's supervisor on this host.`,
-		Args: cmdutil.NoArgs,
-	}
-	cmd.AddCommand(newGatewayServeCmd(f, nil))
-	return cmd
-}
-
-// gatewayServeOptions are agora gateway serve's flags.
-type gatewayServeOptions struct {
-	f         *cmdutil.Factory
-	listen    string
-	advertise string
-}
-
-func newGatewayServeCmd(f *cmdutil.Factory, runF func(*gatewayServeOptions) error) *cobra.Command {
-	opts := &gatewayServeOptions{f: f}
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the network gateway in the foreground",
-		Long: `Run the network gateway until SIGINT or SIGTERM.
-
-It listens with TLS 1.3 on --listen (default: gateway.listen in agora.yaml) with a server
-certificate for the host of --advertise (default: gateway.advertise), issued by the gateway's
-own CA in AGORA_HOME/keys/gateway-ca.pem: the certificate pods trust. Sessions are those
-the dispatches' supervisors register in AGORA_HOME/gateway/sessions.`,
-		Example: `  agora gateway serve --listen 0.0.0.0:8443 --advertise https://10.0.0.5:8443`,
-		Args:    cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.advertise != "" {
-				if _, err := advertisedHost(opts.advertise); err != nil {
-					return cmdutil.UsageErrorf(cmd, "--advertise: %v", err)
-				}
-			}
-			return cmdutil.RunCmd(cmd, opts, runF, gatewayServeRun)
-		},
-	}
-	cmd.Flags().StringVar(&opts.listen, "listen", "", "address to listen on, HOST:PORT (default: gateway.listen)")
-	cmd.Flags().StringVar(&opts.advertise, "advertise", "", "URL pods reach the gateway at, https://HOST:PORT (default: gateway.advertise)")
-	return cmd
-}
-
-func gatewayServeRun(ctx context.Context, opts *gatewayServeOptions) error {
-	serve, err := networkGateway(ctx, opts.f, opts.listen, opts.advertise)
-	if err != nil {
-		return err
-	}
-	err = serve(ctx)
-	if ctx.Err() != nil {
-		fmt.Fprintln(opts.f.IO.ErrOut, "agora: gateway stopped")
-		return nil
-	}
-	return err
-}
 
 // GatewaySessionsDir is where the network gateway's sessions live below AGORA_HOME.
 const GatewaySessionsDir = "gateway/sessions"
@@ -134,7 +71,7 @@ func networkGateway(ctx context.Context, f *cmdutil.Factory, listen, advertise s
 	if listen == "" || advertise == "" {
 		return nil, errors.New("the gateway needs an address to listen on and the URL pods reach it at: give --listen and --advertise, or set gateway: {listen, advertise} in agora.yaml")
 	}
-	host, err := advertisedHost(advertise)
+	host, err := netgw.AdvertisedHost(advertise)
 	if err != nil {
 		return nil, fmt.Errorf("gateway advertise URL: %w", err)
 	}
@@ -168,15 +105,6 @@ func networkGateway(ctx context.Context, f *cmdutil.Factory, listen, advertise s
 	return func(ctx context.Context) error { return srv.Serve(ctx, ln, certs.Server) }, nil
 }
 
-// advertisedHost returns the host of an https://HOST:PORT URL.
-func advertisedHost(s string) (string, error) {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("%q: want https://HOST:PORT", s)
-	}
-	return u.Hostname(), nil
-}
-
 // hostWorkerVersion is what the gateway tells a pod's worker to match: the identity of the
 // worker program this agora dispatches with (agora-worker beside it, or the one agora.yaml or
 // AGORA_WORKER_BINARY names), which `make image` copies into the worker image. An unversioned
@@ -184,7 +112,7 @@ func advertisedHost(s string) (string, error) {
 func hostWorkerVersion(f *cmdutil.Factory, c *config.Config) string {
 	// Without a worker program to read, this agora's own version: a release's still matches
 	// its image; an unversioned build's matches nothing.
-	fallback := remote.Identity(buildVersion(), "")
+	fallback := remote.Identity(version.Short(), "")
 	exe, err := os.Executable()
 	if err != nil {
 		return fallback

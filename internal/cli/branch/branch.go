@@ -1,4 +1,7 @@
-package cli
+// Package branch is what `agora dispatch patch --branch` and `agora orch patches --branch` and
+// --combined share: a dispatch's or a run's patches gathered into commits (internal/gitbranch
+// writes them) and what was made, or the conflict and how to go on, printed.
+package branch
 
 import (
 	"context"
@@ -18,8 +21,8 @@ import (
 	"github.com/agora-dev/agora/internal/shellwords"
 )
 
-// branchWork is what becomes a branch: where, on which commit, and the changes in order.
-type branchWork struct {
+// Work is what becomes a branch: where, on which commit, and the changes in order.
+type Work struct {
 	repo, base string
 	changes    []gitbranch.Change
 	// dispatches pairs each change with its dispatch, for the report.
@@ -33,6 +36,20 @@ type branchWork struct {
 // blobGetter reads hash-checked content from the blob store.
 type blobGetter interface {
 	Get(d digest.Digest, max int64) ([]byte, error)
+}
+
+// DispatchWork gathers one dispatch's branch: its patch on the commit it ran on, in its
+// repository unless repo names another clone of it.
+func DispatchWork(blobs blobGetter, r *dispatch.Record, repo string) (Work, error) {
+	c, err := dispatchChange(blobs, r, "", "")
+	if err != nil {
+		return Work{}, err
+	}
+	w := Work{repo: r.Repo, base: r.Revision, changes: []gitbranch.Change{c}}
+	if repo != "" {
+		w.repo = repo
+	}
+	return w, w.check("dispatch " + r.ID)
 }
 
 // dispatchChange is the commit one dispatch's patch becomes. The author is the subagent and
@@ -95,11 +112,11 @@ func runOrder(tasks []api.Task) []api.Task {
 	return order
 }
 
-// runWork gathers a run's branch: its tasks' patches in dependency order, on the run's commit
+// RunWork gathers a run's branch: its tasks' patches in dependency order, on the run's commit
 // in the run's repository, unless repo names another clone of it. The tasks in skip are left
 // out; each must be one whose patch would be there.
-func runWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip []string, includeLearn bool) (branchWork, error) {
-	w := branchWork{repo: run.Repo, base: run.Revision, run: run.ID}
+func RunWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip []string, includeLearn bool) (Work, error) {
+	w := Work{repo: run.Repo, base: run.Revision, run: run.ID}
 	if repo != "" {
 		w.repo = repo
 	}
@@ -156,7 +173,7 @@ func checkSkip(run string, tasks, order []api.Task, skip []string) error {
 	if len(skip) == 0 {
 		return nil
 	}
-	stackOf := runStacks(tasks)
+	stackOf := RunStacks(tasks)
 	for _, t := range order {
 		if slices.Contains(skip, t.ID) {
 			continue
@@ -171,9 +188,9 @@ func checkSkip(run string, tasks, order []api.Task, skip []string) error {
 	return nil
 }
 
-// runStacks returns the stack of a task of tasks: the tasks whose patches its own applies
+// RunStacks returns the stack of a task of tasks: the tasks whose patches its own applies
 // on top of, in order ([plan.StackOrder]); nil for a task that is not stacked.
-func runStacks(tasks []api.Task) func(api.Task) []string {
+func RunStacks(tasks []api.Task) func(api.Task) []string {
 	var byID map[string]api.Task
 	return func(t api.Task) []string {
 		if len(t.Base) == 0 {
@@ -193,7 +210,7 @@ func runStacks(tasks []api.Task) func(api.Task) []string {
 }
 
 // check says what is missing before git is asked anything.
-func (w branchWork) check(what string) error {
+func (w Work) check(what string) error {
 	switch {
 	case w.base == "" && w.repo == "":
 		return fmt.Errorf("%s did not work on a repository, so there is no commit to branch from; its patches are against an empty tree", what)
@@ -205,8 +222,8 @@ func (w branchWork) check(what string) error {
 	return nil
 }
 
-// writeBranch makes the branch and prints what it made, or the conflict and how to go on.
-func writeBranch(ctx context.Context, f *cmdutil.Factory, w branchWork, branch string) error {
+// Write makes the branch and prints what it made, or the conflict and how to go on.
+func Write(ctx context.Context, f *cmdutil.Factory, w Work, branch string) error {
 	res, err := gitbranch.Create(ctx, branch, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes, When: f.Now()})
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {
@@ -229,7 +246,7 @@ func writeBranch(ctx context.Context, f *cmdutil.Factory, w branchWork, branch s
 // without is the advice to make the branch without the change labelled label: for a run,
 // the exact command (its --skip TASK), each word quoted for a shell: a task id may hold a glob
 // (fan[a]) and a branch name an operator (';', '$').
-func without(w branchWork, label, branch string) string {
+func without(w Work, label, branch string) string {
 	for i, c := range w.changes {
 		if c.Label == label && i < len(w.tasks) {
 			return fmt.Sprintf("make the branch without it (agora orch patches %s --branch %s --skip %s)",
@@ -239,8 +256,8 @@ func without(w branchWork, label, branch string) string {
 	return "make the branch without it from the changes before it"
 }
 
-// writeCombined prints one patch of every change, from the base to the result.
-func writeCombined(ctx context.Context, f *cmdutil.Factory, w branchWork) error {
+// WriteCombined prints one patch of every change, from the base to the result.
+func WriteCombined(ctx context.Context, f *cmdutil.Factory, w Work) error {
 	b, err := gitbranch.Combined(ctx, gitbranch.Options{Repo: w.repo, Base: w.base, Changes: w.changes})
 	var ce *gitbranch.ConflictError
 	if errors.As(err, &ce) {

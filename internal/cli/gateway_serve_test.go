@@ -21,46 +21,7 @@ import (
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
-func TestNewGatewayServeCmd(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		args      []string
-		want      gatewayServeOptions
-		wantUsage bool
-	}{
-		{name: "flags", args: []string{"--listen", "0.0.0.0:8443", "--advertise", "https://10.0.0.5:8443"},
-			want: gatewayServeOptions{listen: "0.0.0.0:8443", advertise: "https://10.0.0.5:8443"}},
-		{name: "from agora.yaml", args: nil, want: gatewayServeOptions{}},
-		{name: "http advertise", args: []string{"--advertise", "http://10.0.0.5:8443"}, wantUsage: true},
-		{name: "advertise without port", args: []string{"--advertise", "https://gw.example"}, wantUsage: true},
-		{name: "advertise with a path", args: []string{"--advertise", "https://gw.example:1/x"}, wantUsage: true},
-		{name: "an argument", args: []string{"extra"}, wantUsage: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
-			var got *gatewayServeOptions
-			cmd := newGatewayServeCmd(f, func(o *gatewayServeOptions) error { got = o; return nil })
-			cmd.SetArgs(tc.args)
-			cmd.SetOut(&bytes.Buffer{})
-			cmd.SetErr(&bytes.Buffer{})
-			err := cmd.Execute()
-			if tc.wantUsage {
-				if err == nil || got != nil {
-					t.Fatalf("got options %+v, err %v; want a usage error", got, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.listen != tc.want.listen || got.advertise != tc.want.advertise {
-				t.Errorf("got listen %q advertise %q, want %q %q", got.listen, got.advertise, tc.want.listen, tc.want.advertise)
-			}
-		})
-	}
-}
-
-// TestGatewayServeRun runs the real gateway: it makes its CA in AGORA_HOME/keys (keys 0600),
+// TestGatewayServeRun runs the real gateway (agora gateway serve, the factory's NetworkGateway): it makes its CA in AGORA_HOME/keys (keys 0600),
 // serves TLS 1.3 with a certificate for the advertised host, and stops on cancel.
 func TestGatewayServeRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "home")
@@ -76,9 +37,9 @@ func TestGatewayServeRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
+	done := make(chan int, 1)
 	go func() {
-		done <- gatewayServeRun(ctx, &gatewayServeOptions{f: f, listen: "127.0.0.1:0", advertise: "https://127.0.0.1:8443"})
+		done <- Run(ctx, f, []string{"gateway", "serve", "--listen", "127.0.0.1:0", "--advertise", "https://127.0.0.1:8443"})
 	}()
 	addr := ""
 	re := regexp.MustCompile(`serving on (127\.0\.0\.1:\d+)`)
@@ -142,7 +103,7 @@ func TestGatewayServeRun(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("gateway serve after cancel: %v", err)
+	if code := <-done; code != cmdutil.ExitOK {
+		t.Errorf("gateway serve after cancel: exit %d, want %d", code, cmdutil.ExitOK)
 	}
 }

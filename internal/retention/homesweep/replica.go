@@ -1,4 +1,4 @@
-package cli
+package homesweep
 
 import (
 	"context"
@@ -12,24 +12,20 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
-	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/replicate"
 	"github.com/agora-dev/agora/internal/retention"
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// replicaDBs are the databases a home replicates, by their names in the bucket.
-var replicaDBs = [...]string{"agora", "orch"}
-
-// pruneReplicas applies replicate.keep_generations to h's replica (nothing when it or
+// PruneReplicas applies replicate.keep_generations to h's replica (nothing when it or
 // replicate.s3 is unset): each database's generations older than the newest kept whole ones
 // are planned, then (unless dryRun) recorded, one retention.replica_pruned entry each in one
 // agora.db transaction, and only then deleted, each delete asking the process's fence.
 // Generations recorded and not deleted (a kill in between) are planned, recorded and deleted
 // again by the next sweep. Another home's generations on the same prefix are never removed:
 // each comes back in foreign, said as a warning (replicate/owner.go).
-func pruneReplicas(ctx context.Context, f *cmdutil.Factory, h *home.Home, dryRun bool, actor, role string) (out []replicate.PrunedGeneration, foreign []string, err error) {
+func PruneReplicas(ctx context.Context, h *home.Home, now func() time.Time, dryRun bool, actor, role string) (out []replicate.PrunedGeneration, foreign []string, err error) {
 	out = []replicate.PrunedGeneration{}
 	rc := h.Config.Replicate
 	if rc.S3 == nil || rc.KeepGenerations == 0 {
@@ -47,7 +43,7 @@ func pruneReplicas(ctx context.Context, f *cmdutil.Factory, h *home.Home, dryRun
 	if err != nil {
 		return out, nil, fmt.Errorf("prune the replica: read the home's secret key (it authenticates the replica): %w", err)
 	}
-	for _, db := range replicaDBs {
+	for _, db := range home.ReplicaDBs {
 		o := replicate.PruneOptions{Client: c, DB: db, Identity: strings.TrimSpace(string(pub)), Key: replicate.SegmentKey(secret),
 			Keep: rc.KeepGenerations, Fence: store.CheckFence}
 		plan, err := replicate.PlanPrune(ctx, o)
@@ -61,13 +57,13 @@ func pruneReplicas(ctx context.Context, f *cmdutil.Factory, h *home.Home, dryRun
 		if dryRun {
 			continue
 		}
-		if err := recordLeft(ctx, f, h, db, plan.Foreign, actor, role); err != nil {
+		if err := recordLeft(ctx, now, h, db, plan.Foreign, actor, role); err != nil {
 			return out, foreign, err
 		}
 		if len(plan.Remove) == 0 {
 			continue
 		}
-		if err := recordPrune(ctx, f, h, plan, rc.KeepGenerations, actor, role); err != nil {
+		if err := recordPrune(ctx, now, h, plan, rc.KeepGenerations, actor, role); err != nil {
 			return out, foreign, err
 		}
 		if _, err := replicate.Prune(ctx, o, plan); err != nil {
@@ -78,7 +74,7 @@ func pruneReplicas(ctx context.Context, f *cmdutil.Factory, h *home.Home, dryRun
 }
 
 // recordPrune commits plan's retention.replica_pruned entries to h's audit log.
-func recordPrune(ctx context.Context, f *cmdutil.Factory, h *home.Home, plan replicate.PrunePlan, keep int, actor, role string) error {
+func recordPrune(ctx context.Context, now func() time.Time, h *home.Home, plan replicate.PrunePlan, keep int, actor, role string) error {
 	entries := make([]audit.Entry, 0, len(plan.Remove))
 	for _, g := range plan.Remove {
 		entries = append(entries, audit.Entry{Actor: actor, Kind: entry.RetentionReplicaPruned, Subject: entry.Replica(g.DB, g.Generation),
@@ -86,7 +82,7 @@ func recordPrune(ctx context.Context, f *cmdutil.Factory, h *home.Home, plan rep
 				"kept": plan.Kept, "why": fmt.Sprintf("replicate.keep_generations %d: older than the newest %d whole generations", keep, keep), "role": role}})
 	}
 	return h.DB.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := audit.New(f.Now).AppendAll(ctx, tx, entries)
+		_, err := audit.New(now).AppendAll(ctx, tx, entries)
 		return err
 	})
 }
@@ -94,7 +90,7 @@ func recordPrune(ctx context.Context, f *cmdutil.Factory, h *home.Home, plan rep
 // recordLeft commits a retention.replica_left entry for each of db's foreign generations no
 // entry records yet: the decision to leave another home's generation is said once, when a
 // prune first makes it, not at every sweep.
-func recordLeft(ctx context.Context, f *cmdutil.Factory, h *home.Home, db string, foreign []replicate.Owner, actor, role string) error {
+func recordLeft(ctx context.Context, now func() time.Time, h *home.Home, db string, foreign []replicate.Owner, actor, role string) error {
 	if len(foreign) == 0 {
 		return nil
 	}
@@ -117,19 +113,19 @@ func recordLeft(ctx context.Context, f *cmdutil.Factory, h *home.Home, db string
 		if len(entries) == 0 {
 			return nil
 		}
-		_, err := audit.New(f.Now).AppendAll(ctx, tx, entries)
+		_, err := audit.New(now).AppendAll(ctx, tx, entries)
 		return err
 	})
 }
 
-// servePrune prunes h's replica at start and every retentionInterval until ctx ends, as
+// prune prunes h's replica at start and every Interval until ctx ends, as
 // serve's retention sweep does (actor system, role retention-sweep); a failed prune is a
 // warning and the next one tries again.
-func servePrune(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *slog.Logger) {
-	t := time.NewTicker(retentionInterval)
+func prune(ctx context.Context, h *home.Home, now func() time.Time, log *slog.Logger) {
+	t := time.NewTicker(Interval)
 	defer t.Stop()
 	for {
-		pruned, foreign, err := pruneReplicas(ctx, f, h, false, retention.SystemActor, retention.RoleSweep)
+		pruned, foreign, err := PruneReplicas(ctx, h, now, false, retention.SystemActor, retention.RoleSweep)
 		if ctx.Err() != nil {
 			return
 		}

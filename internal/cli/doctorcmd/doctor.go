@@ -1,4 +1,8 @@
-package cli
+// Package doctorcmd is `agora doctor`: what this host can enforce for sandboxes and how to get
+// the rest (internal/doctor checks), with agora.yaml's buckets and replication when a home is
+// there. What it asks of providers and of the resident dispatcher comes from the composition
+// root ([Probes]).
+package doctorcmd
 
 import (
 	"context"
@@ -52,8 +56,17 @@ type doctorResult struct {
 	Checks      []doctor.Check `json:"checks"`
 }
 
-func newDoctorCmd(f *cmdutil.Factory, runF func(*doctorOptions) error) *cobra.Command {
-	opts := &doctorOptions{IO: f.IO, Host: doctorHost(), Config: func() (*config.Config, error) {
+// Probes are what doctor asks beyond this host, built by the composition root, which knows
+// the providers and the resident dispatcher.
+type Probes struct {
+	// Host is the host with its providers' probes (agent-sandbox, the engines).
+	Host doctor.Host
+	// Resident says whether the home's resident dispatcher runs.
+	Resident func(*config.Config) doctor.Check
+}
+
+func NewCmd(f *cmdutil.Factory, p Probes, runF func(*doctorOptions) error) *cobra.Command {
+	opts := &doctorOptions{IO: f.IO, Host: p.Host, Config: func() (*config.Config, error) {
 		dir, err := f.HomeDir()
 		if err != nil {
 			return nil, err
@@ -65,7 +78,7 @@ func newDoctorCmd(f *cmdutil.Factory, runF func(*doctorOptions) error) *cobra.Co
 			return nil, err
 		}
 		return warmHolders(filepath.Join(dir, home.DispatchDir))
-	}, Resident: func(c *config.Config) doctor.Check { return residentCheck(f, c) }}
+	}, Resident: p.Resident}
 	cmd := &cobra.Command{
 		Use:   "doctor [--output json]",
 		Short: "Check what this host can enforce for sandboxes and how to get the rest",

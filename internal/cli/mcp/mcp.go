@@ -1,4 +1,7 @@
-package cli
+// Package mcp is `agora mcp`: agora's run-time tools served to AI orchestrators over stdio or
+// streamable HTTP (internal/mcpserver), wired to the home's catalog, dispatcher, orchestrator
+// client and audit log (internal/mcphost).
+package mcp
 
 import (
 	"context"
@@ -14,20 +17,11 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
-	"github.com/agora-dev/agora/internal/config"
+	"github.com/agora-dev/agora/internal/cli/httpauth"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/mcphost"
 	"github.com/agora-dev/agora/internal/mcpserver"
-	"github.com/agora-dev/agora/internal/oidcauth"
-	"github.com/agora-dev/agora/internal/tracing"
-)
-
-// Environment the HTTP transport reads. Only this command reads them, once, before anything
-// starts; the token is then removed from the process's environment so no child inherits it.
-const (
-	envHTTPToken      = "AGORA_HTTP_TOKEN"
-	envHTTPTokensFile = "AGORA_HTTP_TOKENS_FILE"
-	envHTTPAllowAny   = "AGORA_HTTP_ALLOW_ANY"
-	maxTokensFile     = 1 << 20
+	"github.com/agora-dev/agora/internal/version"
 )
 
 type mcpOptions struct {
@@ -43,7 +37,7 @@ type mcpOptions struct {
 	burst      int
 }
 
-func newMCPCmd(f *cmdutil.Factory, runF func(*mcpOptions) error) *cobra.Command {
+func NewCmd(f *cmdutil.Factory, runF func(*mcpOptions) error) *cobra.Command {
 	opts := &mcpOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "mcp [--http HOST:PORT]",
@@ -84,16 +78,14 @@ Ceilings (a client sees and may call only what its ceiling allows):
   AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora mcp --http 127.0.0.1:8765`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// Whatever happens next, no process this one starts inherits the token.
-			token := f.Getenv(envHTTPToken)
-			os.Unsetenv(envHTTPToken)
+			token := httpauth.TakeToken(f)
 			ceiling, err := mcpserver.ParseCeiling(opts.ceiling)
 			if err != nil {
 				return cmdutil.UsageErrorf(cmd, "--ceiling: %v", err)
 			}
 			opts.ceilingLevel = ceiling
 			if opts.http != "" {
-				cfg, err := mcpHTTPConfig(cmd, f, opts, token, ceiling)
+				cfg, err := httpauth.Config(cmd, f, httpauth.Options{Addr: opts.http, AllowHosts: opts.allowHosts, Rate: opts.rate, Burst: opts.burst}, token, ceiling)
 				if err != nil {
 					return err
 				}
@@ -109,99 +101,6 @@ Ceilings (a client sees and may call only what its ceiling allows):
 	fl.Float64Var(&opts.rate, "rate", mcpserver.DefaultRate, "tool calls (stdio) or HTTP requests per second allowed per client")
 	fl.IntVar(&opts.burst, "burst", mcpserver.DefaultBurst, "how far a client may run ahead of --rate")
 	return cmd
-}
-
-// mcpSetupError is a refusal to start, with the setting that fixes it.
-type mcpSetupError struct {
-	err  error
-	hint string
-}
-
-func (e *mcpSetupError) Error() string { return e.err.Error() }
-func (e *mcpSetupError) Unwrap() error { return e.err }
-func (e *mcpSetupError) Hint() string  { return e.hint }
-
-func mcpRefusal(cmd *cobra.Command, err error, hint string) error {
-	return &cmdutil.UsageError{Err: &mcpSetupError{err: err, hint: hint}, Cmd: cmd}
-}
-
-// mcpHTTPConfig gathers the HTTP transport's clients and address and checks them before
-// anything is opened: no token, no bind.
-func mcpHTTPConfig(cmd *cobra.Command, f *cmdutil.Factory, opts *mcpOptions, token string, ceiling mcpserver.Ceiling) (mcpserver.HTTPConfig, error) {
-	cfg := mcpserver.HTTPConfig{Addr: opts.http, AllowHosts: opts.allowHosts,
-		Limits: mcpserver.Limits{Rate: opts.rate, Burst: opts.burst},
-		// A client's traceparent header: the dispatches and runs its calls start join its trace.
-		Wrap: tracing.Extract}
-	file := f.Getenv(envHTTPTokensFile)
-	switch {
-	case token != "" && file != "":
-		return cfg, cmdutil.UsageErrorf(cmd, "both %s and %s are set; use one", envHTTPToken, envHTTPTokensFile)
-	case token != "":
-		if err := mcpserver.CheckToken(token); err != nil {
-			return cfg, mcpRefusal(cmd, fmt.Errorf("%s: %w", envHTTPToken, err), "generate one with: openssl rand -hex 32")
-		}
-		cfg.Clients = []mcpserver.Client{{Name: mcpserver.DefaultClientName, Token: token, Ceiling: ceiling}}
-	case file != "":
-		if cmd.Flags().Changed("ceiling") {
-			return cfg, cmdutil.UsageErrorf(cmd, "--ceiling does not apply with %s: each client there has its own ceiling", envHTTPTokensFile)
-		}
-		src, err := readTokensFile(file)
-		if err != nil {
-			return cfg, mcpRefusal(cmd, err, "the file must be yours alone: chmod 600 "+file)
-		}
-		if cfg.Clients, err = mcpserver.ParseClients(file, src); err != nil {
-			return cfg, mcpRefusal(cmd, err, "each entry needs name, token (at least 32 characters) and ceiling (read, dispatch or orchestrate)")
-		}
-	}
-	// Operators from an OpenID Connect provider: agora.yaml's auth.oidc. Beside static
-	// tokens, or alone. Nothing is fetched from the provider before the first token.
-	if v, err := mcpOIDC(f); err != nil {
-		return cfg, mcpRefusal(cmd, err, "fix auth.oidc in agora.yaml (docs/operations.md, \"Operators from an identity provider\")")
-	} else if v != nil {
-		cfg.OIDC, cfg.Resource = v, v.Config().Resource
-	}
-	if len(cfg.Clients) == 0 && cfg.OIDC == nil {
-		return cfg, mcpRefusal(cmd, mcpserver.ErrNoToken, "set "+envHTTPToken+"=$(openssl rand -hex 32), configure auth.oidc in agora.yaml, or serve stdio without --http")
-	}
-	switch v := f.Getenv(envHTTPAllowAny); v {
-	case "":
-	case mcpserver.AllowAnyValue:
-		cfg.AllowAny = true
-	default:
-		return cfg, cmdutil.UsageErrorf(cmd, "%s must be exactly %s, or unset", envHTTPAllowAny, mcpserver.AllowAnyValue)
-	}
-	if err := mcpserver.CheckBind(cfg.Addr, cfg.AllowAny); err != nil {
-		return cfg, mcpRefusal(cmd, err, "bind 127.0.0.1 and put a TLS-terminating proxy in front to serve other hosts")
-	}
-	if err := mcpserver.CheckHTTP(cfg); err != nil {
-		return cfg, mcpRefusal(cmd, err, "give every client its own token of at least 32 characters")
-	}
-	return cfg, nil
-}
-
-// mcpOIDC returns the verifier of agora.yaml's auth.oidc, or nil when it is absent.
-func mcpOIDC(f *cmdutil.Factory) (*oidcauth.Verifier, error) {
-	dir, err := f.HomeDir()
-	if err != nil {
-		return nil, err
-	}
-	c, err := config.Load(dir)
-	if err != nil || !c.Auth.OIDC.Enabled() {
-		return nil, err
-	}
-	return oidcauth.New(c.Auth.OIDC, oidcauth.Options{})
-}
-
-// readTokensFile reads the tokens file, refusing one that others can read.
-func readTokensFile(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", envHTTPTokensFile, err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s %s is readable or writable by others (mode %04o)", envHTTPTokensFile, path, st.Mode().Perm())
-	}
-	return cmdutil.ReadLimited(path, maxTokensFile)
 }
 
 // mcpRun wires the server from the factory: the catalog reader, a dispatcher port that hands
@@ -222,20 +121,14 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	// The operator reading the client's server log sees which home (catalog, keys, audit log)
 	// this server acts on.
 	logger.Info("mcp server home", "home", h.Dir)
-	// agora.db to object storage while the server runs, unless a serve already does.
-	// With leader: only the leading orch serve replicates: this home may be a standby's or a
-	// fenced old leader's, and its replica would become the bucket's newest generation, the
-	// one the next takeover restores.
-	if !h.Config.Leader.Set() {
-		rctx, stopRepl := context.WithCancel(ctx)
-		_, waitRepl, err := startReplication(rctx, h, logger, agoraReplica(h))
-		if err != nil {
-			stopRepl()
-			return err
-		}
-		defer waitRepl()
-		defer stopRepl()
+	// agora.db to object storage and retention's sweep while the server runs, unless the
+	// leading orch serve does (leader: in agora.yaml). They stop last, once the audit
+	// entries of this server are committed.
+	stopDuties, err := f.HomeDuties(ctx, h, logger)
+	if err != nil {
+		return err
 	}
+	defer stopDuties()
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return err
@@ -255,10 +148,7 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 	wg.Go(func() { auditor.Run(ctx) })
 	defer wg.Wait()
 	defer stop()
-	if !h.Config.Leader.Set() { // with leader: only the leading orch serve purges (gc_leader.go)
-		wg.Go(func() { serveRetention(ctx, f, h, logger) })
-	}
-	sup, closeWarm, err := warmSupervisors(ctx, d, logger)
+	sup, closeWarm, err := detach.ForServe(ctx, d, logger)
 	if err != nil {
 		return err
 	}
@@ -274,7 +164,7 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 		Orchestrator: mcphost.NewOrchestrator(orchClient),
 		Audit:        mcphost.Audit(auditor),
 		Logger:       logger,
-		Version:      buildVersion(),
+		Version:      version.Short(),
 	})
 	if err != nil {
 		return err
@@ -306,7 +196,7 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 func mcpRefuseStdio(ctx context.Context, opts *mcpOptions, logger *slog.Logger, cause error) error {
 	f := opts.f
 	msg := cause.Error()
-	var h hinter
+	var h interface{ Hint() string }
 	if errors.As(cause, &h) && h.Hint() != "" {
 		msg += "; " + h.Hint()
 	} else if dir, err := f.HomeDir(); err == nil {
@@ -316,16 +206,9 @@ func mcpRefuseStdio(ctx context.Context, opts *mcpOptions, logger *slog.Logger, 
 		msg += fmt.Sprintf("; fix it and restart this server ('AGORA_HOME=%s agora subagent list' shows the same error on the host)", dir)
 	}
 	logger.Error("mcp server cannot serve its home: every tool call is refused", "err", msg)
-	err := mcpserver.ServeRefusalStdio(ctx, f.IO.In, f.IO.Out, opts.ceilingLevel, msg, buildVersion())
+	err := mcpserver.ServeRefusalStdio(ctx, f.IO.In, f.IO.Out, opts.ceilingLevel, msg, version.Short())
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("%w (serving the refusal: %v)", cause, err)
 	}
 	return cause
-}
-
-func buildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return "dev"
 }

@@ -1,4 +1,4 @@
-package cli
+package branch
 
 import (
 	"math/rand/v2"

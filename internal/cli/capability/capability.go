@@ -1,4 +1,7 @@
-package cli
+// Package capability is `agora capability`: register, list, show and retire capabilities (the
+// grants a subagent runs under), and suggest one from what dispatches tried
+// (internal/grant/suggest); catalogcmd holds what the catalog's nouns share.
+package capability
 
 import (
 	"context"
@@ -16,7 +19,7 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 )
 
-func newCapabilityCmd(f *cmdutil.Factory) *cobra.Command {
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "capability",
 		Short: "Register and inspect capabilities (what a worker may do)",

@@ -1,4 +1,8 @@
-package cli
+// Package gate is a dispatch's verify gate on the command line: the flags that ask for one
+// (--verify, --changes, --protect, --expect-junit ...) parsed into a verdict.Spec, and the gate
+// and its verdict written for people. dispatch run parses them; dispatch's status and describe
+// print them.
+package gate
 
 import (
 	"fmt"
@@ -13,8 +17,8 @@ import (
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
-// verifyFlags are dispatch run's verify gate flags.
-type verifyFlags struct {
+// Flags are dispatch run's verify gate flags.
+type Flags struct {
 	line     string
 	timeout  time.Duration
 	protect  []string
@@ -23,7 +27,8 @@ type verifyFlags struct {
 	minTests int
 }
 
-func (v *verifyFlags) add(cmd *cobra.Command) {
+// Add declares the flags on cmd.
+func (v *Flags) Add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&v.line, "verify", "", "after the agent, run this command in a fresh sandbox on the base tree plus its patch; a failure ends the dispatch failed/verify-failed (one simple command: no shell operators, expansions or globs)")
 	fl.DurationVar(&v.timeout, "verify-timeout", 0, "the verify command's wall clock (default 10m, at most the target's timeout)")
@@ -33,8 +38,8 @@ func (v *verifyFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&v.minTests, "expect-min-tests", 0, "with --expect-junit: the fewest tests the report must show ran (default 1)")
 }
 
-// spec is the gate the flags ask for, nil without --verify.
-func (v *verifyFlags) spec(cmd *cobra.Command) (*verdict.Spec, error) {
+// Spec is the gate the flags ask for, nil without --verify.
+func (v *Flags) Spec(cmd *cobra.Command) (*verdict.Spec, error) {
 	fl := cmd.Flags()
 	if !fl.Changed("verify") {
 		for _, name := range []string{"verify-timeout", "protect", "changes", "expect-junit", "expect-min-tests"} {
@@ -67,9 +72,9 @@ func (v *verifyFlags) spec(cmd *cobra.Command) (*verdict.Spec, error) {
 	return s, nil
 }
 
-// printGate writes a verify gate and its verdict for people: the verdict's line, then the
+// Print writes a verify gate and its verdict for people: the verdict's line, then the
 // output's last lines (tailLines of them; 0: all it kept), escaped.
-func printGate(w io.Writer, label string, s *verdict.Spec, v *verdict.Verdict, tailLines int) {
+func Print(w io.Writer, label string, s *verdict.Spec, v *verdict.Verdict, tailLines int) {
 	if s != nil {
 		line := fmt.Sprintf("%s (timeout %s", quoteArgv(s.Command), s.Effective().Timeout)
 		if len(s.Changes) > 0 {

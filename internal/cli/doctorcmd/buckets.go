@@ -1,4 +1,4 @@
-package cli
+package doctorcmd
 
 import (
 	"context"
@@ -64,8 +64,8 @@ func doctorReplication(c *config.Config, now time.Time) []doctor.Replication {
 	var out []doctor.Replication
 	for _, db := range []string{"agora", "orch"} {
 		x := doctor.Replication{DB: db + ".db", Lag: c.Replicate.LagOrDefault(), Now: now}
-		if b, err := cmdutil.ReadLimited(filepath.Join(c.Home, db+"-"+replicateStatusFile), 64<<10); err == nil {
-			var s replicatedStatus
+		if b, err := cmdutil.ReadLimited(filepath.Join(c.Home, db+"-"+replicate.PublishedFile), 64<<10); err == nil {
+			var s replicate.Published
 			if json.Unmarshal(b, &s) == nil {
 				x.Published, x.Generation, x.Seq, x.Replicated, x.Err = true, s.Generation, s.Seq, s.Replicated, s.Error
 			}
@@ -96,7 +96,7 @@ func replicaOwned(c *config.Config, b *doctor.Bucket) {
 		if err := probe(ctx); err != nil {
 			return err
 		}
-		for _, db := range replicaDBs {
+		for _, db := range home.ReplicaDBs {
 			o, ok, err := replicate.NewestOwner(ctx, cl, db, identity, key)
 			if err != nil {
 				return err
