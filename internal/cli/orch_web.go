@@ -49,6 +49,7 @@ func (o *orchWebFlags) check(cmd *cobra.Command, f *cmdutil.Factory) error {
 	// inherits serve's environment) carries the operator's token, as with agora mcp; serve
 	// without --http never uses it.
 	token := httpauth.TakeToken(f)
+	secret := takeOIDCSecret(f)
 	if o.http == "" {
 		if len(o.allowHosts) > 0 {
 			return cmdutil.UsageErrorf(cmd, "--allow-host needs --http")
@@ -64,7 +65,7 @@ func (o *orchWebFlags) check(cmd *cobra.Command, f *cmdutil.Factory) error {
 		// AGORA_HTTP_TOKEN's one client is its operator: whoever holds the only token runs serve.
 		o.clients[0].Ceiling = mcpserver.CeilingOrchestrate
 	}
-	if o.oidc, err = webOIDC(f); err != nil {
+	if o.oidc, err = webOIDC(f, secret); err != nil {
 		return err
 	}
 	return web.Check(o.config(nil))

@@ -45,3 +45,32 @@ func TestServeWebToken_NotInherited(t *testing.T) {
 		})
 	}
 }
+
+// TestServeWebOIDCSecret_NotInherited: AGORA_OIDC_CLIENT_SECRET, the web view's client secret
+// at the identity provider, leaves serve's environment when its flags are checked, as
+// AGORA_HTTP_TOKEN does and for the same reason: every process serve starts (a dispatch's
+// detached supervisor) inherits that environment, and none of them needs the secret.
+func TestServeWebOIDCSecret_NotInherited(t *testing.T) {
+	for name, http := range map[string]string{"with --http": "127.0.0.1:0", "without --http": ""} {
+		t.Run(name, func(t *testing.T) {
+			const secret = "oidc-client-secret-0123456789abcdef"
+			t.Setenv(envOIDCClientSecret, secret)
+			t.Setenv(httpauth.EnvToken, strings.Repeat("ab", 32))
+			t.Setenv("AGORA_HOME", t.TempDir())
+			o := &orchWebFlags{http: http}
+			if err := o.check(&cobra.Command{}, &cmdutil.Factory{Getenv: os.Getenv}); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := os.LookupEnv(envOIDCClientSecret); ok {
+				t.Errorf("serve keeps %s in its environment after its flags are checked", envOIDCClientSecret)
+			}
+			out, err := exec.Command("sh", "-c", "printenv "+envOIDCClientSecret+" || true").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), secret) {
+				t.Errorf("a process serve starts inherits the web view's client secret")
+			}
+		})
+	}
+}

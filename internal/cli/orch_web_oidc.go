@@ -20,10 +20,20 @@ const envOIDCClientSecret = "AGORA_OIDC_CLIENT_SECRET"
 // maxSecretBytes bounds a client secret file.
 const maxSecretBytes = 4 << 10
 
+// takeOIDCSecret returns AGORA_OIDC_CLIENT_SECRET and removes it from the process's
+// environment, as [httpauth.TakeToken] does the token: every process serve starts (a
+// dispatch's detached supervisor) inherits that environment, and none needs the secret.
+func takeOIDCSecret(f *cmdutil.Factory) string {
+	secret := f.Getenv(envOIDCClientSecret)
+	os.Unsetenv(envOIDCClientSecret)
+	return secret
+}
+
 // webOIDC returns the web view's sign-in of agora.yaml's auth.oidc.web, or nil when it is
-// absent. The client secret is read from its file (refused when others can read it) or the
-// environment, never from agora.yaml or argv.
-func webOIDC(f *cmdutil.Factory) (*web.OIDC, error) {
+// absent. The client secret is read from its file (refused when others can read it) or else
+// is envSecret (AGORA_OIDC_CLIENT_SECRET, taken by [takeOIDCSecret]), never from agora.yaml
+// or argv.
+func webOIDC(f *cmdutil.Factory, envSecret string) (*web.OIDC, error) {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return nil, err
@@ -35,7 +45,7 @@ func webOIDC(f *cmdutil.Factory) (*web.OIDC, error) {
 	if !c.Auth.OIDC.Enabled() || !c.Auth.OIDC.Web.Enabled() {
 		return nil, nil
 	}
-	secret, err := webOIDCSecret(f, c.Auth.OIDC.Web)
+	secret, err := webOIDCSecret(envSecret, c.Auth.OIDC.Web)
 	if err != nil {
 		return nil, err
 	}
@@ -46,9 +56,9 @@ func webOIDC(f *cmdutil.Factory) (*web.OIDC, error) {
 	return &web.OIDC{Verifier: v, Secret: secret}, nil
 }
 
-func webOIDCSecret(f *cmdutil.Factory, w oidcauth.WebClient) (string, error) {
+func webOIDCSecret(envSecret string, w oidcauth.WebClient) (string, error) {
 	if w.ClientSecretFile == "" {
-		return f.Getenv(envOIDCClientSecret), nil
+		return envSecret, nil
 	}
 	// One open, then checks on what was opened: a file swapped between a stat and a read is
 	// not read, and a FIFO named there is refused instead of hanging start-up (O_NONBLOCK).

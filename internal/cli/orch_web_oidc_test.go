@@ -18,7 +18,7 @@ func TestWebOIDC_Secret(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"AGORA_HOME": home}
 	f := &cmdutil.Factory{Getenv: func(k string) string { return env[k] }}
-	if o, err := webOIDC(f); o != nil || err != nil {
+	if o, err := webOIDC(f, ""); o != nil || err != nil {
 		t.Fatalf("no agora.yaml: %v %v", o, err)
 	}
 	secret := filepath.Join(t.TempDir(), "secret")
@@ -46,7 +46,7 @@ func TestWebOIDC_Secret(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chmod(secret, tc.mode)
-		_, err := webOIDC(f)
+		_, err := webOIDC(f, "")
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), value) {
 			t.Fatalf("mode %v: %v, want %q without the secret", tc.mode, err, tc.want)
 		}
@@ -57,22 +57,21 @@ func TestWebOIDC_Secret(t *testing.T) {
 	if err := syscall.Mkfifo(secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := webOIDC(f); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := webOIDC(f, ""); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("a FIFO as the secret file: %v", err)
 	}
 	os.Remove(secret)
-	if _, err := webOIDC(f); err == nil || !strings.Contains(err.Error(), "client_secret_file") {
+	if _, err := webOIDC(f, ""); err == nil || !strings.Contains(err.Error(), "client_secret_file") {
 		t.Fatalf("a missing secret file: %v", err)
 	}
 	if err := os.WriteFile(secret, []byte(value+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o, err := webOIDC(f)
+	o, err := webOIDC(f, "")
 	if err != nil || o.Secret != value || o.Verifier.Config().Audience != "agora-web" {
 		t.Fatalf("from the file: %+v, %v", o, err)
 	}
-	got, err := webOIDCSecret(&cmdutil.Factory{Getenv: func(k string) string { return map[string]string{envOIDCClientSecret: value}[k] }},
-		oidcauth.WebClient{ClientID: "agora-web"})
+	got, err := webOIDCSecret(value, oidcauth.WebClient{ClientID: "agora-web"})
 	if err != nil || got != value {
 		t.Fatalf("from the environment: %q, %v", got, err)
 	}
