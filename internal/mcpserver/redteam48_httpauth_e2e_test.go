@@ -1,11 +1,18 @@
 package mcpserver_test
 
 import (
+	"encoding/base64"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agora-dev/agora/internal/oidcauth/oidctest"
 )
 
 // TestRedTeam48_BinaryBearerAndHost attacks the real `agora mcp --http`, with its token from
@@ -70,5 +77,54 @@ func TestRedTeam48_BinaryBearerAndHost(t *testing.T) {
 	}
 	if strings.Contains(srv.logs(), token[:16]) {
 		t.Errorf("the server log holds the token:\n%s", srv.logs())
+	}
+}
+
+// TestRedTeam48_BinaryOIDCTokens attacks the real `agora mcp --http` with only auth.oidc in
+// agora.yaml (the verifier internal/cli/httpauth builds from it): a token of the provider for
+// another audience, an expired one, one of another provider with the same audience, and one
+// whose header claims alg none are each 401; the provider's own token for this audience is
+// let in. The verifier's finer checks are internal/oidcauth's (TestAttacks,
+// TestRedTeam31_Claims): this shows the binary is wired to them, with agora.yaml's issuer
+// and audience.
+func TestRedTeam48_BinaryOIDCTokens(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Config{Services: []oidctest.Service{
+		{ID: "svc-platform", Secret: "platform-secret", Groups: []string{"platform"}, Audience: []string{oidcAudience}},
+		{ID: "svc-elsewhere", Secret: "elsewhere-secret", Groups: []string{"platform"}, Audience: []string{"https://another.example/mcp"}},
+		{ID: "svc-expired", Secret: "expired-secret", Groups: []string{"platform"}, Audience: []string{oidcAudience}, TTL: -time.Hour},
+	}})
+	other := oidctest.Start(t, oidctest.Config{Services: []oidctest.Service{
+		{ID: "svc-platform", Secret: "platform-secret", Groups: []string{"platform"}, Audience: []string{oidcAudience}},
+	}})
+	home := newHome(t)
+	f, err := os.OpenFile(filepath.Join(home, "agora.yaml"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "auth:\n  oidc:\n    issuer: %s\n    audience: %s\n    allow_private: [127.0.0.1/32]\n    rules:\n      - {group: platform, ceiling: orchestrate}\n", p.Issuer, oidcAudience)
+	f.Close()
+	srv := httpServer(t, home, nil)
+	good := p.Token(t, "svc-platform")
+	parts := strings.Split(good, ".")
+	for _, tt := range []struct {
+		name, token string
+		want        int
+	}{
+		{"another audience", p.Token(t, "svc-elsewhere"), http.StatusUnauthorized},
+		{"expired", p.Token(t, "svc-expired"), http.StatusUnauthorized},
+		{"another provider", other.Token(t, "svc-platform"), http.StatusUnauthorized},
+		{"alg none", base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none"}`)) + "." + parts[1] + ".", http.StatusUnauthorized},
+		{"signature dropped", parts[0] + "." + parts[1] + ".", http.StatusUnauthorized},
+		{"the provider's token for this audience", good, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, body := post(t, srv.addr, "/mcp", map[string]string{"Authorization": "Bearer " + tt.token}, initialize)
+			if code != tt.want {
+				t.Errorf("got %d (%s), want %d", code, strings.TrimSpace(body), tt.want)
+			}
+		})
+	}
+	if strings.Contains(srv.logs(), parts[2]) {
+		t.Error("the server log holds a token's signature")
 	}
 }
