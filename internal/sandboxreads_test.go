@@ -13,7 +13,7 @@ import (
 // sandbox shares with the agent. They read files only through internal/sandboxfs (no symlink
 // on the path, regular files, capped, hash-checked); any other file read here is a way back to
 // a host-file read through a swapped symlink and must be listed in readAllowed with its reason.
-var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "cli/gate", "cli/branch", "cli/gateway", "cli/httpauth", "cli/mcp", "cli/gc", "retention/homesweep", "cli/restore", "replicate/homerestore", "cli/doctorcmd", "cli/runread", "cli/capability", "compute/container/slots"}
+var hostReaders = []string{"dispatch", "dispatch/detach", "orch/dispatchexec", "cli", "cli/cmdutil", "cli/outdir", "cli/verify", "cli/audit", "cli/selftest", "cli/gate", "cli/branch", "cli/gateway", "cli/httpauth", "cli/mcp", "cli/gc", "retention/homesweep", "cli/restore", "replicate/homerestore", "cli/doctorcmd", "cli/runread", "cli/capability", "cli/orch", "compute/container/slots"}
 
 // fileReads are the calls that open or read a file by path.
 var fileReads = map[string]bool{
@@ -33,13 +33,13 @@ var readAllowed = map[string]string{
 	"dispatch/warmdocker.go:sweepDocker: os.Stat":                 "asks whether AGORA_HOME/gateway, the host's own directory, exists (no holder ever ran otherwise); reads no byte",
 	"cli/dispatch_handoff.go:ownPrivate: os.Lstat":                "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
 	"cli/dispatch_resident_start.go:openResidentLog: os.OpenFile": "creates or appends AGORA_HOME/orch/resident.log in this user's 0700 orch/ (no sandbox binds it), write-only, O_NOFOLLOW|O_NONBLOCK, regular files only",
-	"cli/orch_handoff.go:newHandoffRunner: os.Stat":               "/proc/self/exe, serve's own executable",
-	"cli/orch_gatewarn.go:enclosingRepo: os.Lstat":                "the person's current directory and its parents, looking for .git (orch validate; no sandbox is involved)",
-	"cli/orch_handoff.go:fileSum: os.ReadFile":                    "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), hashed to tell an edit since serve started",
+	"cli/handoff.go:newHandoffRunner: os.Stat":                    "/proc/self/exe, serve's own executable",
+	"cli/orch/gatewarn.go:enclosingRepo: os.Lstat":                "the person's current directory and its parents, looking for .git (orch validate; no sandbox is involved)",
+	"cli/handoff.go:fileSum: os.ReadFile":                         "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), hashed to tell an edit since serve started",
 	"cli/selftest/selftest.go:selftestRun: os.ReadFile":           "AGORA_HOME/agora.yaml, the operator's config (no sandbox binds it), whose target node selftest copies into its throw-away home",
-	"cli/orch_handoff.go:isRunning: os.Stat":                      "serve's own executable path, to tell a replacement since it started",
-	"cli/orch_handoff.go:peerNotAgora: os.Readlink":               "/proc/PID/exe of the peer of orch.sock (or of resident.sock, for --stop): the kernel's link",
-	"cli/orch_handoff.go:peerNotAgora: os.ReadFile":               "/proc/PID/cmdline of the same peer: the kernel's file, at most ARG_MAX",
+	"cli/handoff.go:isRunning: os.Stat":                           "serve's own executable path, to tell a replacement since it started",
+	"cli/handoff.go:peerNotAgora: os.Readlink":                    "/proc/PID/exe of the peer of orch.sock (or of resident.sock, for --stop): the kernel's link",
+	"cli/handoff.go:peerNotAgora: os.ReadFile":                    "/proc/PID/cmdline of the same peer: the kernel's file, at most ARG_MAX",
 	"cli/resident_context.go:processContext: os.ReadFile":         "/proc/PID/status, cgroup and limits of the resident's peer (or itself): the kernel's files",
 	"cli/resident_context.go:processContext: os.Readlink":         "/proc/PID/ns/* of the same process: the kernel's links",
 	"dispatch/process.go:processStat: os.ReadFile":                "/proc/PID/stat: the kernel's file",
@@ -73,9 +73,10 @@ var readAllowed = map[string]string{
 	"cli/completion.go:existingHome: os.Stat":                     "AGORA_HOME's agora.db, to complete without creating a home; never a stage",
 	"cli/audit/audit.go:auditExportRun: os.Lstat":                 "the --out path a person names",
 	"cli/dispatch.go:splitRepo: os.Stat":                          "the --repo path a person names",
+	"cli/cmdutil/refs.go:SplitRepo: os.Stat":                      "the --repo path a person names",
 	"cli/httpauth/httpauth.go:readTokensFile: os.Stat":            "the tokens file a person names",
-	"cli/orch_web_oidc.go:webOIDCSecret: os.OpenFile":             "the web view's client secret file agora.yaml names (auth.oidc.web.client_secret_file), opened once, O_NONBLOCK, regular files only",
-	"cli/orch_client.go:orchValidateRun: os.Stat":                 "the plan path a person names",
+	"cli/orch/web_oidc.go:webOIDCSecret: os.OpenFile":             "the web view's client secret file agora.yaml names (auth.oidc.web.client_secret_file), opened once, O_NONBLOCK, regular files only",
+	"cli/orch/client.go:orchValidateRun: os.Stat":                 "the plan path a person names",
 	"cli/outdir/outdir.go:openSubdir: unix.Openat":                "below a directory a person names, one component at a time, never through a link",
 	"cli/outdir/outdir.go:createAt: unix.Openat":                  "creates a file there with O_EXCL|O_NOFOLLOW",
 	"cli/outdir/outdir.go:sameFile: unix.Openat":                  "reads back a file there with O_NOFOLLOW",
@@ -96,7 +97,7 @@ var readAllowed = map[string]string{
 	"dispatch/detach/log.go:openSupervisorLog: os.Lstat":          "AGORA_HOME/dispatches/supervisors.log, the host's own log of its detached supervisors (0600), for its size before it is rotated; no sandbox binds the dispatches directory itself, only paths inside a stage",
 	"dispatch/detach/log.go:openSupervisorLog: os.OpenFile":       "the same log, opened write-only, O_APPEND|O_NOFOLLOW, as a supervisor's stderr; no byte is read",
 	"dispatch/trust.go:readSystemTrust: os.Open":                  "the host's system trust store (/etc/ssl/certs/ca-certificates.crt), copied into the sandbox's",
-	"cli/orch_client.go:readPlan: capped.ReadFile":                "a plan file a person names",
+	"cli/orch/client.go:readPlan: capped.ReadFile":                "a plan file a person names",
 	"cli/cmdutil/readfile.go:ReadLimited: capped.ReadFile":        "a file a person names",
 	"cli/verify/verify.go:readBundle: os.Open":                    "the bundle a person names",
 	"cli/verify/verify.go:openBundle: os.Open":                    "the bundle a person names, opened to be streamed when it is large; the verifier reads it by offset and trusts none of its bytes",
@@ -131,7 +132,7 @@ var readAllowed = map[string]string{
 	"compute/container/slots/gateway.go:live: os.Lstat":              "asks whether AGORA_HOME's own slot directory of the docker gateway still exists; reads no byte, and a slot container reaches it only over the gateway socket",
 	"compute/container/slots/warmer.go:Reap: os.Stat":                "asks whether AGORA_HOME/gateway, the host's own directory, exists (no holder ever ran otherwise); reads no byte",
 
-	"cli/orch_schedule_testonly.go:testOnlySchedulerHooks: os.ReadFile": "the scheduler's test-only clock file AGORA_TESTONLY_SCHEDULE_CLOCK names (set only by the schedule crash tests), never a stage",
+	"cli/orch/schedule_testonly.go:testOnlySchedulerHooks: os.ReadFile": "the scheduler's test-only clock file AGORA_TESTONLY_SCHEDULE_CLOCK names (set only by the schedule crash tests), never a stage",
 }
 
 func TestSandboxPathsReadOnlyThroughSandboxfs(t *testing.T) {

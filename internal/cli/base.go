@@ -8,7 +8,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
-// The names of internal/cli/cmdutil that the dispatch and orch files of this package use
+// The names of internal/cli/cmdutil that the dispatch files of this package use
 // unqualified; a file that moves to its noun's package uses cmdutil's own names instead.
 
 type (
@@ -37,3 +37,6 @@ var (
 func runCmd[O any](cmd *cobra.Command, opts O, runF func(O) error, run func(context.Context, O) error) error {
 	return cmdutil.RunCmd(cmd, opts, runF, run)
 }
+
+// orchPaths returns AGORA_HOME/orch, creating it 0700 ([cmdutil.Factory.OrchDir]).
+func orchPaths(f *cmdutil.Factory) (string, error) { return f.OrchDir() }

@@ -9,8 +9,11 @@ import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/client"
+	"github.com/agora-dev/agora/internal/orch/service"
+	"github.com/agora-dev/agora/internal/store"
 )
 
 // NewFactory returns a factory over the given streams and environment, wired to this
@@ -30,5 +33,13 @@ func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
 		return homeDuties(ctx, f, h, log)
 	}
 	f.S3Anchors = func(cfg *config.Config, logName string) ([]*anchor.S3, error) { return s3Anchors(cfg, logName, f.Now) }
+	f.LogCheckpointer = func(ctx context.Context, db *store.DB, logName string) (*audit.Checkpointer, error) {
+		return checkpointerFor(ctx, f, db, logName)
+	}
+	f.ServeReplication = serveReplication
+	f.AgoraReplicated = agoraReplicated
+	f.Handoff = func(d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (service.Handoff, error) {
+		return newHandoffRunner(f, d, sup, h)
+	}
 	return f
 }

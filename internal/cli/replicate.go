@@ -34,6 +34,16 @@ type replication struct {
 	wg   sync.WaitGroup
 }
 
+// serveReplication is the factory's ServeReplication: agora.db and the orch.db at orchDB
+// replicated while agora orch serve runs. Its metrics are nil without replicate.s3.
+func serveReplication(ctx context.Context, h *home.Home, log *slog.Logger, orchDB string) (prometheus.Collector, func(), error) {
+	r, wait, err := startReplication(ctx, h, log, agoraReplica(h), replicaDB{"orch", orchDB})
+	if err != nil || r == nil {
+		return nil, wait, err
+	}
+	return r, wait, nil
+}
+
 // startReplication starts replicating dbs when agora.yaml has replicate.s3, until ctx ends;
 // wait (after ctx ends) ships the last changes and returns. Without replicate.s3 it does nothing.
 func startReplication(ctx context.Context, h *home.Home, log *slog.Logger, dbs ...replicaDB) (r *replication, wait func(), err error) {

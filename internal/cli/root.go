@@ -1,6 +1,6 @@
 // Package cli is agora's command line: the root that wires one package per noun
 // (internal/cli/<noun>) into the tree, the composition root that builds what commands open
-// (dispatcher, providers, anchors), and the dispatch and orch commands. Only this package renders
+// (dispatcher, providers, anchors), and the dispatch commands. Only this package renders
 // errors for people and picks exit codes (cmdutil holds the table).
 package cli
 
@@ -26,6 +26,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/gc"
 	"github.com/agora-dev/agora/internal/cli/initcmd"
 	"github.com/agora-dev/agora/internal/cli/mcp"
+	"github.com/agora-dev/agora/internal/cli/orch"
 	"github.com/agora-dev/agora/internal/cli/restore"
 	"github.com/agora-dev/agora/internal/cli/selftest"
 	"github.com/agora-dev/agora/internal/cli/subagent"
@@ -175,7 +176,7 @@ func groups() []group {
 		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},
 		{"dispatch", newDispatchCmd},
 		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return mcp.NewCmd(f, nil) }},
-		{"orch", newOrchCmd},
+		{"orch", orch.NewCmd},
 		{"gateway", gateway.NewCmd},
 		{"doctor", func(f *cmdutil.Factory) *cobra.Command { return doctorcmd.NewCmd(f, doctorProbes(f), nil) }},
 		{"selftest", func(f *cmdutil.Factory) *cobra.Command { return selftest.NewCmd(f, nil) }},

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/agoradb"
@@ -15,9 +16,12 @@ import (
 	"github.com/agora-dev/agora/internal/catalog/provision"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
+	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/client"
+	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/secret"
+	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/tracing"
 )
 
@@ -64,6 +68,19 @@ type Factory struct {
 	// ("agora.db", "orch.db"), in their order: agora restore checks what it brought back
 	// against their newest checkpoints.
 	S3Anchors func(cfg *config.Config, logName string) ([]*anchor.S3, error)
+	// LogCheckpointer is the checkpointer of the audit log in db, named logName ("orch.db")
+	// in its origin, with the anchors of agora.yaml: agora orch serve checkpoints orch.db with it.
+	LogCheckpointer func(ctx context.Context, db *store.DB, logName string) (*audit.Checkpointer, error)
+	// ServeReplication starts replicating agora.db and the orch.db at orchDB when agora.yaml
+	// has replicate.s3, until ctx ends: agora orch serve's replicas. metrics is nil without
+	// replicate.s3; wait, after ctx ends, ships the last changes and returns.
+	ServeReplication func(ctx context.Context, h *home.Home, log *slog.Logger, orchDB string) (metrics prometheus.Collector, wait func(), err error)
+	// AgoraReplicated is the orchestrator's wait for agora.db's replica
+	// (dispatchexec.Executor.Replicated); it returns nil when h does not replicate.
+	AgoraReplicated func(h *home.Home) func(context.Context, time.Time) error
+	// Handoff is agora orch serve's runner of the dispatches `agora dispatch run` hands it,
+	// over serve's dispatcher d and supervisors sup: it runs them as the dispatch noun does.
+	Handoff func(d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (service.Handoff, error)
 }
 
 // NewFactory returns a factory over the given streams and environment, without the

@@ -20,7 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-// The test-only settings of serve's scheduler (internal/cli/orch_schedule_testonly.go).
+// The test-only settings of serve's scheduler (internal/cli/orch/schedule_testonly.go).
 const (
 	envClock = "AGORA_TESTONLY_SCHEDULE_CLOCK"
 	envCrash = "AGORA_TESTONLY_SCHEDULE_CRASH"

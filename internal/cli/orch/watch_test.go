@@ -1,4 +1,4 @@
-package cli
+package orch
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestRunWatcher_Progress(t *testing.T) {
 		Tasks: []api.Task{{ID: "build", State: lifecycle.TaskRunning, DispatchID: id}, {ID: "deploy", State: lifecycle.TaskPending}}}
 	newWatcher := func(live, jsonl bool) (*runWatcher, *bytes.Buffer) {
 		var out bytes.Buffer
-		f := NewFactory(&cmdutil.IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := cmdutil.NewFactory(&cmdutil.IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		f.Now = func() time.Time { return now }
 		w := &runWatcher{f: f, out: &out, live: live, jsonl: jsonl, stateDir: stateDir, running: map[string]time.Time{}, shown: map[string]taskProgress{}}
 		w.setRun(run)

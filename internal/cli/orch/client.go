@@ -1,4 +1,4 @@
-package cli
+package orch
 
 import (
 	"context"
@@ -210,7 +210,7 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 	// problem at once: a local structural check first would report them in two rounds.
 	req := api.SubmitRequest{File: filepath.Base(name), Source: src, Actor: f.Actor(), NewRun: opts.newRun}
 	if opts.repo != "" {
-		path, rev := splitRepo(opts.repo)
+		path, rev := cmdutil.SplitRepo(opts.repo)
 		abs, err := filepath.Abs(path)
 		if err != nil {
 			return err
@@ -218,7 +218,7 @@ func orchSubmitRun(ctx context.Context, opts *planOptions) error {
 		req.Repo, req.Revision = abs, rev
 	}
 	if opts.workspace != "" {
-		req.Workspace, req.Revision = splitWorkspace(opts.workspace)
+		req.Workspace, req.Revision = cmdutil.SplitWorkspace(opts.workspace)
 	}
 	c, err := f.OrchClient(ctx)
 	if err != nil {
@@ -409,14 +409,14 @@ func printTasks(f *cmdutil.Factory, r api.Run) error {
 		if t.Learn {
 			id += " (learn)" // as dispatch list marks one: its patch feeds nothing by itself
 		}
-		rows[i] = []string{id, t.State, fmt.Sprint(t.Attempts), cmdutil.OrDash(t.DispatchID), taskVerdict(t), cmdutil.OrDash(cmdutil.Truncate(why, 100))}
+		rows[i] = []string{id, t.State, fmt.Sprint(t.Attempts), cmdutil.OrDash(t.DispatchID), TaskVerdict(t), cmdutil.OrDash(cmdutil.Truncate(why, 100))}
 	}
 	return cmdutil.PrintTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "VERIFY", "WHY"}, rows)
 }
 
-// taskVerdict is a task's verify gate in one word or two: - (no gate), pending (none
+// TaskVerdict is a task's verify gate in one word or two: - (no gate), pending (none
 // recorded yet), passed, or failed: REASON.
-func taskVerdict(t api.Task) string {
+func TaskVerdict(t api.Task) string {
 	switch {
 	case t.Verify == nil && t.Verdict == nil:
 		return "-"

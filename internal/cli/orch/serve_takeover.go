@@ -1,4 +1,4 @@
-package cli
+package orch
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/replicate"
@@ -26,7 +27,7 @@ const takeoverDir = ".takeover"
 // bucket holds no replica yet (the first leader ever keeps its home), and is always done on
 // taking the Lease, even from no one or from this identity: a home never serves older state
 // than the bucket's.
-func takeoverRestore(ctx context.Context, f *Factory) (bool, error) {
+func takeoverRestore(ctx context.Context, f *cmdutil.Factory) (bool, error) {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return false, err

@@ -1,4 +1,4 @@
-package cli
+package orch
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
@@ -47,13 +49,14 @@ tasks:
 		t.Helper()
 		t.Chdir(dir)
 		var out, errb bytes.Buffer
-		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, func(k string) string {
+		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, func(k string) string {
 			if k == "AGORA_HOME" {
 				return home
 			}
 			return ""
 		})
-		cmd := NewRootCmd(f)
+		cmd := &cobra.Command{Use: "agora", SilenceErrors: true, SilenceUsage: true}
+		cmd.AddCommand(NewCmd(f))
 		cmd.SetArgs(args)
 		cmd.SetOut(&out)
 		cmd.SetErr(&errb)

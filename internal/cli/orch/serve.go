@@ -1,4 +1,4 @@
-package cli
+package orch
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/view"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute/warm"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -37,7 +38,7 @@ import (
 
 // orchServeOptions are agora orch serve's flags.
 type orchServeOptions struct {
-	f *Factory
+	f *cmdutil.Factory
 	// gateway, when set, serves the network gateway too, on this address.
 	gateway string
 	web     orchWebFlags
@@ -49,7 +50,7 @@ type orchServeOptions struct {
 	logFormat         string // --log-format: text or json
 }
 
-func newOrchServeCmd(f *Factory, runF func(*orchServeOptions) error) *cobra.Command {
+func newOrchServeCmd(f *cmdutil.Factory, runF func(*orchServeOptions) error) *cobra.Command {
 	opts := &orchServeOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -90,22 +91,22 @@ requests addressed to it: a Host naming its address (or localhost for a loopback
 rebound DNS name.`,
 		Example: `  AGORA_HTTP_TOKEN=$(openssl rand -hex 32) agora orch serve --http 127.0.0.1:8080
   agora orch serve --metrics 127.0.0.1:9090 --log-format json`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opts.web.check(cmd, f); err != nil {
 				return err
 			}
 			if opts.logFormat != obs.LogText && opts.logFormat != obs.LogJSON {
-				return usageErrorf(cmd, "--log-format %q: want %s or %s", opts.logFormat, obs.LogText, obs.LogJSON)
+				return cmdutil.UsageErrorf(cmd, "--log-format %q: want %s or %s", opts.logFormat, obs.LogText, obs.LogJSON)
 			}
 			if opts.metrics != "" {
 				if err := obs.CheckBind(opts.metrics, opts.metricsAllowRemote); err != nil {
-					return usageErrorf(cmd, "--metrics: %v", err)
+					return cmdutil.UsageErrorf(cmd, "--metrics: %v", err)
 				}
 			} else if len(opts.metricsAllowHosts) > 0 {
-				return usageErrorf(cmd, "--metrics-allow-host needs --metrics")
+				return cmdutil.UsageErrorf(cmd, "--metrics-allow-host needs --metrics")
 			}
-			return runCmd(cmd, opts, runF, orchServeRun)
+			return cmdutil.RunCmd(cmd, opts, runF, orchServeRun)
 		},
 	}
 	fl := cmd.Flags()
@@ -120,7 +121,7 @@ rebound DNS name.`,
 
 func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	f := opts.f
-	dir, err := orchPaths(f)
+	dir, err := f.OrchDir()
 	if err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	defer release()
 	mem := orch.NewMemory(serveMemoryLimit())
-	// With leader: in agora.yaml, a standby until it holds the Lease (orch_serve_lease.go).
+	// With leader: in agora.yaml, a standby until it holds the Lease (serve_lease.go).
 	leader, h, err := leaderHome(ctx, f, opts.logFormat)
 	if err != nil {
 		return err
@@ -151,8 +152,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	}
 	// agora.db and orch.db to object storage while serve runs (replicate.s3).
 	rctx, stopRepl := context.WithCancel(ctx)
-	repl, waitRepl, err := startReplication(rctx, h, ob.log,
-		agoraReplica(h), replicaDB{"orch", filepath.Join(dir, home.OrchDB)})
+	repl, waitRepl, err := f.ServeReplication(rctx, h, ob.log, filepath.Join(dir, home.OrchDB))
 	if err != nil {
 		stopRepl()
 		return err
@@ -162,7 +162,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	if repl != nil {
 		ob.metrics.Registry().MustRegister(repl)
 	}
-	orchCP, err := checkpointerFor(ctx, f, db, home.OrchDB)
+	orchCP, err := f.LogCheckpointer(ctx, db, home.OrchDB)
 	if err != nil {
 		return err
 	}
@@ -192,8 +192,8 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	defer ln.RemoveSocket() // only its own: a serve started since keeps its socket
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun, Parsing: mem.Parsing}
-	// `agora dispatch run` hands its dispatch to this serve when it can (orch_handoff.go).
-	if srv.Handoff, err = newHandoffRunner(f, d, sup, h); err != nil {
+	// `agora dispatch run` hands its dispatch to this serve when it can (internal/cli/handoff.go, through the factory).
+	if srv.Handoff, err = f.Handoff(d, sup, h); err != nil {
 		return err
 	}
 	srv.Schedules = &service.Scheduler{Server: srv, Table: cron.NewTable(db, audit.New(f.Now)), Now: f.Now, Log: ob.log}
@@ -233,7 +233,7 @@ type orchServeParts struct {
 }
 
 // serveOrchParts runs p until ctx ends or one part fails; a stop by a signal is a clean stop.
-func serveOrchParts(ctx context.Context, f *Factory, opts *orchServeOptions, p *orchServeParts) error {
+func serveOrchParts(ctx context.Context, f *cmdutil.Factory, opts *orchServeOptions, p *orchServeParts) error {
 	ui, serveGateway, eng, sup, srv, ln, orchCP, mainCP, ob := p.ui, p.gateway, p.eng, p.sup, p.srv, p.ln, p.orchCP, p.mainCP, p.ob
 	g, gctx := errgroup.WithContext(ctx)
 	if ui != nil {
@@ -310,9 +310,9 @@ func adoptLoop(ctx context.Context, adopt func(context.Context) (int, error), lo
 
 // openOrchEngine opens the orchestrator's engine over db: plans are checked against the
 // catalog and agora.yaml, tasks run through d, and a sealed run is checkpointed at once.
-func openOrchEngine(ctx context.Context, f *Factory, h *home.Home, db *store.DB, d *dispatch.Dispatcher, sup *detach.Supervisors, ob *serveObs, orchCP *audit.Checkpointer, mem *orch.Memory) (*orch.Engine, error) {
+func openOrchEngine(ctx context.Context, f *cmdutil.Factory, h *home.Home, db *store.DB, d *dispatch.Dispatcher, sup *detach.Supervisors, ob *serveObs, orchCP *audit.Checkpointer, mem *orch.Memory) (*orch.Engine, error) {
 	reader := view.New(h.DB, h.Blobs)
-	return orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: sup, Log: ob.log, Trace: ob.spans.Traceparent, Replicated: agoraReplicated(h)}, orch.Options{
+	return orch.Open(ctx, db, audit.New(f.Now), &dispatchexec.Executor{D: d, Supervisors: sup, Log: ob.log, Trace: ob.spans.Traceparent, Replicated: f.AgoraReplicated(h)}, orch.Options{
 		Now:      f.Now,
 		Refs:     catalogRefs{r: reader, targets: h.Config.Target, queues: h.Config.CheckQueue},
 		Queues:   h.Config.QueueConcurrency(),
@@ -401,7 +401,7 @@ func (c catalogRefs) Workspace(ctx context.Context, ref, revision string) error 
 // dispatch.Adoption), after it removed the Jobs and containers of
 // dispatches that ended while no serve ran. A cluster that cannot be reached now is said, not
 // fatal: local targets still work, and the next start sweeps again.
-func sweptDispatcher(ctx context.Context, f *Factory) (*dispatch.Dispatcher, error) {
+func sweptDispatcher(ctx context.Context, f *cmdutil.Factory) (*dispatch.Dispatcher, error) {
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package cli
+package orch
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lease"
@@ -32,7 +33,7 @@ type serveLeader struct{ l *lease.Leader }
 // command's closing checkpoint) commits either. Without leader: it returns nil at
 // once and no Kubernetes client is made. It reads agora.yaml without opening agora.db: a
 // standby writes nothing.
-func electServe(ctx context.Context, f *Factory, logFormat string) (*serveLeader, error) {
+func electServe(ctx context.Context, f *cmdutil.Factory, logFormat string) (*serveLeader, error) {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return nil, err
@@ -79,14 +80,14 @@ func electServe(ctx context.Context, f *Factory, logFormat string) (*serveLeader
 }
 
 // recordAcquired writes leader.acquired to agora.db before serve serves.
-func (s *serveLeader) recordAcquired(ctx context.Context, f *Factory, h *home.Home, restored bool) error {
+func (s *serveLeader) recordAcquired(ctx context.Context, f *cmdutil.Factory, h *home.Home, restored bool) error {
 	if s == nil {
 		return nil
 	}
 	return s.record(ctx, f, h, entry.LeaderAcquired, map[string]any{"previous": s.l.Previous, "restored": restored})
 }
 
-func (s *serveLeader) record(ctx context.Context, f *Factory, h *home.Home, kind string, details map[string]any) error {
+func (s *serveLeader) record(ctx context.Context, f *cmdutil.Factory, h *home.Home, kind string, details map[string]any) error {
 	details["identity"] = s.l.Identity()
 	e := audit.Entry{Actor: "system", Kind: kind, Subject: entry.Lease(s.l.Namespace(), s.l.LeaseName()), Details: details}
 	return h.DB.Tx(ctx, func(tx *sql.Tx) error {
@@ -124,7 +125,7 @@ func (s *serveLeader) stopped(err error) error {
 // release ends leadership after serve stopped: leader.released is recorded while the fence
 // still passes (a clean stop), then the fence is shut and the Lease handed back. A leader
 // that lost the Lease records nothing (the fence refuses).
-func (s *serveLeader) release(ctx context.Context, f *Factory, h *home.Home) {
+func (s *serveLeader) release(ctx context.Context, f *cmdutil.Factory, h *home.Home) {
 	if s == nil {
 		return
 	}
@@ -138,9 +139,9 @@ func (s *serveLeader) release(ctx context.Context, f *Factory, h *home.Home) {
 }
 
 // leaderHome elects serve (see [electServe]), restores the home from the replica when
-// replicate.s3 is set (orch_serve_takeover.go), and opens it; a new leader records
+// replicate.s3 is set (serve_takeover.go), and opens it; a new leader records
 // leader.acquired before anything serves.
-func leaderHome(ctx context.Context, f *Factory, logFormat string) (*serveLeader, *home.Home, error) {
+func leaderHome(ctx context.Context, f *cmdutil.Factory, logFormat string) (*serveLeader, *home.Home, error) {
 	leader, err := electServe(ctx, f, logFormat)
 	if err != nil {
 		return nil, nil, err

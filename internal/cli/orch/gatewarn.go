@@ -1,4 +1,4 @@
-package cli
+package orch
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/gitexec"
 	"github.com/agora-dev/agora/internal/orch/plan"
 )
@@ -20,7 +21,7 @@ const maxBaseDirs = 1_000_000
 // tree's directories and what it read ("~/src/app@HEAD"), or none of them when there is no
 // repository to read; an explicit --repo that cannot be read is an error.
 func baseTree(ctx context.Context, repo string) ([]string, string, error) {
-	dir, rev := splitRepo(repo)
+	dir, rev := cmdutil.SplitRepo(repo)
 	if repo == "" {
 		wd, err := os.Getwd()
 		if err != nil {

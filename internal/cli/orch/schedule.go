@@ -1,4 +1,4 @@
-package cli
+package orch
 
 import (
 	"context"
@@ -100,7 +100,7 @@ func orchScheduleAddRun(ctx context.Context, opts *orchScheduleAddOptions) error
 	}
 	req := api.ScheduleRequest{Name: opts.name, Spec: opts.spec, Zone: opts.zone, File: filepath.Base(name), Source: src, Actor: f.Actor()}
 	if opts.workspace != "" {
-		req.Workspace, req.Revision = splitWorkspace(opts.workspace)
+		req.Workspace, req.Revision = cmdutil.SplitWorkspace(opts.workspace)
 	}
 	c, err := f.OrchClient(ctx)
 	if err != nil {
