@@ -89,10 +89,10 @@ func (p *Provider) lapsed(t *templateObject, now time.Time, seen map[string]leas
 // one that did was killed, or lost the cluster for a lease), but those keep names. A pool's
 // lease lapses once this provider's sweeps have watched it unchanged for a whole lease (pool
 // leases above): the first sweep of a provider deletes nothing, and a sweep that could not
-// list the pools starts the watch again (a later delete, never a sooner one). Each is found by its policy, as DeleteFormerPools
-// finds a former identity's, and its template is deleted as it was read (its uid and
-// resourceVersion: a holder's renewal since keeps it); with it, by ownership, its warm pool,
-// Secret and unclaimed Sandboxes. A claimed pod runs on, owned by its claim; the policy stays
+// list the pools starts the watch again (a later delete, never a sooner one). Each is found
+// by its policy, as DeleteFormerPools finds a former identity's, and its template is deleted
+// as it was read (its uid and resourceVersion: a holder's renewal since keeps it); with it,
+// by ownership, its warm pool, Secret and unclaimed Sandboxes. A claimed pod runs on, owned by its claim; the policy stays
 // until SweepPools finds nothing of the pool standing. A holder that keeps the pool again
 // after its lapse makes it again.
 func (p *Provider) DeleteLapsedPools(ctx context.Context, home string, keep func(pool string) bool) ([]string, error) {
