@@ -74,12 +74,14 @@ const ops = {
     await page.waitForSelector(selector, { state: "attached", timeout });
     return { ms: Date.now() - t0 };
   },
+  // waitClass waits for the element to hold cls, or any of cls when it is a list.
   async waitClass({ selector, cls, timeout }) {
     const t0 = Date.now();
-    await page.waitForFunction(([s, c]) => {
+    const any = Array.isArray(cls) ? cls : [cls];
+    await page.waitForFunction(([s, cs]) => {
       const el = document.querySelector(s);
-      return el && el.classList.contains(c);
-    }, [selector, cls], { timeout, polling: 20 });
+      return el && cs.some((c) => el.classList.contains(c));
+    }, [selector, any], { timeout, polling: 20 });
     return { ms: Date.now() - t0 };
   },
   async waitText({ selector, contains, timeout }) {
