@@ -442,7 +442,7 @@ func TestUI_Chromium(t *testing.T) {
 	if succeeded != 6 || checked < 10 {
 		t.Errorf("saw %d transitions, %d of them successes, want at least 10 and 6", checked, succeeded)
 	}
-	b.must(map[string]any{"op": "waitText", "selector": "#run-state", "contains": "succeeded", "timeout": 5000})
+	b.must(map[string]any{"op": "waitText", "selector": "#run-state", "contains": "succeeded", "timeout": 30000})
 	b.must(map[string]any{"op": "goto", "path": "/runs/" + run.ID})
 	// The run sealed as it succeeded; its bundle is exported and checked as `agora verify` would.
 	if txt := b.must(map[string]any{"op": "text", "selector": "#seal"}).Text; txt != "sealed" {
@@ -494,7 +494,7 @@ func TestUI_Chromium(t *testing.T) {
 	b.must(map[string]any{"op": "goto", "path": "/runs/" + long.ID})
 	b.must(map[string]any{"op": "waitClass", "selector": `svg#dag g.node[data-task="wait"]`, "cls": "st-running", "timeout": 30000})
 	b.must(map[string]any{"op": "goto", "path": "/runs/" + long.ID + "/tasks/wait"})
-	b.must(map[string]any{"op": "waitText", "selector": "#stdout", "contains": "waiting", "timeout": 5000})
+	b.must(map[string]any{"op": "waitText", "selector": "#stdout", "contains": "waiting", "timeout": 30000})
 	b.shot("task-live")
 	if d := b.must(map[string]any{"op": "text", "selector": "#d-elapsed"}).Text; d == "" || d == "-" {
 		t.Errorf("a running dispatch shows elapsed %q", d)
