@@ -72,7 +72,6 @@ var readAllowed = map[string]string{
 	"dispatch/gateway.go:removeGatewayEntry: os.Readlink":         "the same link",
 	"cli/completion.go:existingHome: os.Stat":                     "AGORA_HOME's agora.db, to complete without creating a home; never a stage",
 	"cli/audit/audit.go:auditExportRun: os.Lstat":                 "the --out path a person names",
-	"cli/dispatch.go:splitRepo: os.Stat":                          "the --repo path a person names",
 	"cli/cmdutil/refs.go:SplitRepo: os.Stat":                      "the --repo path a person names",
 	"cli/httpauth/httpauth.go:readTokensFile: os.Stat":            "the tokens file a person names",
 	"cli/orch/web_oidc.go:webOIDCSecret: os.OpenFile":             "the web view's client secret file agora.yaml names (auth.oidc.web.client_secret_file), opened once, O_NONBLOCK, regular files only",

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -208,10 +207,10 @@ func newDispatchRunCmd(f *cmdutil.Factory, runF func(*dispatchRunOptions) error)
 			if opts.repo != "" && opts.wsFlag != "" {
 				return cmdutil.UsageErrorf(cmd, "--repo and --workspace cannot both be given: name a workspace or a repository")
 			}
-			repo, rev := splitRepo(opts.repo)
+			repo, rev := cmdutil.SplitRepo(opts.repo)
 			ws := ""
 			if opts.wsFlag != "" {
-				ws, rev = splitWorkspace(opts.wsFlag)
+				ws, rev = cmdutil.SplitWorkspace(opts.wsFlag)
 			}
 			grants, err := opts.grants(cmd)
 			if err != nil {
@@ -289,29 +288,6 @@ func readInput(s string) (json.RawMessage, error) {
 		return b, nil
 	}
 	return json.RawMessage(s), nil
-}
-
-// splitWorkspace splits NAME[@sha256:HEX][@REV] at the last '@'; a last part that is a
-// version digest (sha256:...) belongs to the name.
-func splitWorkspace(s string) (name, rev string) {
-	i := strings.LastIndex(s, "@")
-	if i < 0 || strings.HasPrefix(s[i+1:], "sha256:") {
-		return s, ""
-	}
-	return s[:i], s[i+1:]
-}
-
-// splitRepo splits PATH@REV at the last '@'. A PATH that exists as given (a directory whose
-// name holds an '@') is taken whole.
-func splitRepo(s string) (string, string) {
-	i := strings.LastIndex(s, "@")
-	if i <= 0 {
-		return s, ""
-	}
-	if fi, err := os.Stat(s); err == nil && fi.IsDir() {
-		return s, ""
-	}
-	return s[:i], s[i+1:]
 }
 
 // runDispatch accepts req and supervises it here, or in a detached process.
