@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -136,13 +137,22 @@ func (h *codexGateHome) toolCalls() []map[string]any {
 	return out
 }
 
-// decisions lists an outcome's entries as "tool decision".
+// decisions lists an outcome's entries as "tool decision", in the log's order.
 func (o codexOutcome) decisions() []string {
 	var out []string
 	for _, e := range o.entries {
 		out = append(out, fmt.Sprint(e["tool"], " ", e["decision"]))
 	}
 	return out
+}
+
+// sameDecisions tells whether got holds the decisions of want, in any order. Two calls'
+// entries come from two paths that race: the relay's gate records a refusal when the model's
+// answer arrives, and an action codex took is recorded allowed when its event is read from
+// codex's output, which a loaded machine can read after codex has already asked for its next
+// turn. What the log promises is each call's decision, not the order of two calls' records.
+func sameDecisions(got []string, want ...string) bool {
+	return len(got) == len(want) && slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want)))
 }
 
 // rewriteCall returns a Rewrite that hides a call the way a hostile model would: in the
