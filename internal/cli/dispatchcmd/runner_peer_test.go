@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"io"
@@ -111,9 +111,8 @@ func TestPeerNotDispatchRun_Front(t *testing.T) {
 	front, planted := filepath.Join(dir, "bin", "agora"), filepath.Join(dir, "evil", "agora")
 	place(front)
 	place(planted)
-	// argv[0] is not "agora": TestMain (testscript.Main) runs a process whose argv[0] is
-	// named agora as the agora command, which exits on -test.run at once. /proc/PID/exe
-	// still names the file placed as agora, which is what the check reads.
+	// argv[0] is not "agora": what the check reads is /proc/PID/exe, which names the file
+	// placed as agora whatever the process calls itself.
 	start := func(bin string) *exec.Cmd { return startPeer(t, bin, "peer-helper", "dispatch", "run") }
 	full := filepath.Join(dir, "bin", "agora-full")
 	if why := peerNotDispatchRun(int32(start(front).Process.Pid), full); why != "" {

@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func TestNewDispatchRunCmd_Budget(t *testing.T) {
 		{args: []string{"--budget-tokens", "5000", "--budget-usd", "0.25", "--budget-calls", "9"}, want: budget.Budget{Tokens: 5000, USD: 0.25, ModelCalls: 9}},
 		{args: []string{"--budget-calls", "-1"}, wantErr: "budget model_calls -1"},
 	} {
-		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		var got *dispatchRunOptions
 		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
 		cmd.SetArgs(append([]string{"--subagent", "s"}, tt.args...))

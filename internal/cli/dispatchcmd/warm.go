@@ -1,9 +1,10 @@
-package cli
+package dispatchcmd
 
 import (
 	"context"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -24,7 +25,7 @@ const (
 // it shows no phases: started, then the end. It reads the record every warmPoll, and at once
 // when the standby says the end is committed or exits. Ctrl-C cancels it and waits for the end it
 // records. The work outlives serve, as a plan's does.
-func superviseWarm(ctx context.Context, f *Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, rec *dispatch.Record) (*dispatch.Record, error) {
+func superviseWarm(ctx context.Context, f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, rec *dispatch.Record) (*dispatch.Record, error) {
 	exited, ended, err := sup.Hand(rec.Target, rec.ID)
 	if err != nil {
 		return nil, err

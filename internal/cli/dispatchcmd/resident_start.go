@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/doctor"
 	"github.com/agora-dev/agora/internal/home"
@@ -27,7 +28,7 @@ const EnvNoResident = "AGORA_NO_RESIDENT"
 // fullName is the whole program (cmd/agora-full), beside the front (frontName).
 const fullName = "agora-full"
 
-// startResident starts this home's resident dispatcher in the background (dispatch_resident.go)
+// startResident starts this home's resident dispatcher in the background (resident.go)
 // when this `agora dispatch run` supervises its dispatch itself because nothing of the home
 // listens: the next `agora dispatch run` hands its dispatch to it. It never fails the
 // dispatch: a resident that cannot start is a slower next dispatch, said in resident.log.
@@ -132,7 +133,7 @@ func openResidentLog(path string) (*os.File, error) {
 
 // stopResident makes this home's resident dispatcher leave by removing its socket (it leaves
 // once its dispatches end) and waits until its process is gone.
-func stopResident(ctx context.Context, f *Factory) error {
+func stopResident(ctx context.Context, f *cmdutil.Factory) error {
 	dir, err := absHome(f)
 	if err != nil {
 		return err
@@ -173,7 +174,7 @@ func stopResident(ctx context.Context, f *Factory) error {
 	for syscall.Kill(int(cred.Pid), 0) == nil {
 		select {
 		case <-ctx.Done():
-			return interrupted("the resident dispatcher (pid %d) leaves once its dispatches end", cred.Pid)
+			return cmdutil.Interrupted("the resident dispatcher (pid %d) leaves once its dispatches end", cred.Pid)
 		case <-t.C:
 		}
 	}
@@ -181,9 +182,9 @@ func stopResident(ctx context.Context, f *Factory) error {
 	return nil
 }
 
-// residentCheck is doctor's row for the resident dispatcher: what runs, or what will. It is
+// ResidentCheck is doctor's row for the resident dispatcher: what runs, or what will. It is
 // never missing: a home without one dispatches in-process.
-func residentCheck(f *Factory, c *config.Config) doctor.Check {
+func ResidentCheck(f *cmdutil.Factory, c *config.Config) doctor.Check {
 	ch := doctor.Check{Name: "resident-dispatcher", Status: doctor.StatusOK}
 	idle, err := c.Resident.IdleFor()
 	switch {

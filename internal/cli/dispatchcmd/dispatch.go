@@ -1,4 +1,9 @@
-package cli
+// Package dispatchcmd is `agora dispatch`: run and resume a dispatch, read its record, logs,
+// patch and outputs, decide its held calls, supervise it detached or as a warm standby, and
+// the resident dispatcher. The hand-off is both ways here: the CLI's side gives a dispatch
+// to a running serve or resident (handoff.go), and serve's side runs it as this command
+// would ([NewHandoffRunner], which the composition root hands serve through the factory).
+package dispatchcmd
 
 import (
 	"context"
@@ -27,7 +32,8 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
-func newDispatchCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmd returns agora dispatch and its verbs.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dispatch",
 		Short: "Run sandboxed workers and read their records, patches and outputs",
@@ -300,7 +306,7 @@ func runDispatch(ctx context.Context, f *cmdutil.Factory, req dispatch.Request, 
 }
 
 // runDispatchWith is runDispatch over d: the one-shot CLI's own dispatcher, or serve's for a
-// dispatch the CLI handed to it (orch_handoff.go; f's streams are then the hand-off's frames,
+// dispatch the CLI handed to it (runner.go; f's streams are then the hand-off's frames,
 // and sup serve's supervisors, whose standbys hold its warm slots; nil: d's own).
 // accepted, when not nil, is told the dispatch's id once it is accepted.
 func runDispatchWith(ctx context.Context, f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, req dispatch.Request, detached bool, output string, show bool, accepted func(string)) error {

@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/home"
@@ -25,7 +26,7 @@ import (
 // The resident dispatcher is `agora dispatch run`'s own resident path: a home with no
 // `agora orch serve` gets one when its first `agora dispatch run` starts it in the background,
 // and the later ones hand their dispatches to it over AGORA_HOME/orch/resident.sock exactly
-// as they would to serve (dispatch_handoff.go), so a no-op pays for no Go start, no agora.db
+// as they would to serve (handoff.go), so a no-op pays for no Go start, no agora.db
 // open and no key load, and a warm target's dispatch claims a staged slot. It is a stand-in
 // for the CLI, not a service: it takes no plan, serves no listener but its socket, keeps no
 // pod, runs only dispatches whose environment agrees with the one it was started in on what
@@ -41,12 +42,12 @@ const (
 )
 
 type dispatchResidentOptions struct {
-	f    *Factory
+	f    *cmdutil.Factory
 	idle time.Duration // --idle; 0: agora.yaml's resident.idle
 	stop bool
 }
 
-func newDispatchResidentCmd(f *Factory, runF func(*dispatchResidentOptions) error) *cobra.Command {
+func newDispatchResidentCmd(f *cmdutil.Factory, runF func(*dispatchResidentOptions) error) *cobra.Command {
 	opts := &dispatchResidentOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "resident",
@@ -80,12 +81,12 @@ A home with leader: (replicas, a Kubernetes Lease) never runs one: serve is its 
 --stop asks a running resident to leave (it finishes what it runs), and waits for it.`,
 		Example: `  agora dispatch resident --stop        # stop this home's resident dispatcher
   agora dispatch resident --idle 1h     # start one in the foreground that waits an hour`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.idle < 0 {
-				return usageErrorf(cmd, "--idle %s: want a positive duration", opts.idle)
+				return cmdutil.UsageErrorf(cmd, "--idle %s: want a positive duration", opts.idle)
 			}
-			return runCmd(cmd, opts, runF, dispatchResidentRun)
+			return cmdutil.RunCmd(cmd, opts, runF, dispatchResidentRun)
 		},
 	}
 	cmd.Flags().DurationVar(&opts.idle, "idle", 0, "leave after this long with no dispatch (default: resident.idle in agora.yaml, 10m)")
@@ -106,7 +107,7 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	dir, err := orchPaths(f)
+	dir, err := f.OrchDir()
 	if err != nil {
 		return err
 	}
@@ -179,7 +180,7 @@ func residentIdle(flag time.Duration, c *config.Config) (time.Duration, error) {
 // residentRunner is serve's hand-off runner over this home's dispatcher and its local warm
 // slots, held to the environment and process context the resident was started in; close
 // discards the slots not claimed.
-func residentRunner(ctx context.Context, f *Factory, h *home.Home, log *slog.Logger) (*handoffRunner, func(), error) {
+func residentRunner(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *slog.Logger) (*handoffRunner, func(), error) {
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/peercred"
 )
@@ -47,7 +48,7 @@ func dispatchStandbyRun(ctx context.Context, opts *dispatchSuperviseOptions) err
 // it loads anything, and returns the check its claim makes: a standby that would run a
 // dispatch under a configuration or a binary no cold supervisor started now would use
 // refuses it (a standby outliving an edit of the target's limits).
-func standbyStale(f *Factory) (func() error, error) {
+func standbyStale(f *cmdutil.Factory) (func() error, error) {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return nil, err

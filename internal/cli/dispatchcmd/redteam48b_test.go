@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ import (
 // a peer that is this test binary run as `... dispatch run` (peerNotDispatchRun passes), so
 // Prepare gets past every check of the peer, as a person's CLI does.
 
-// rt48bPeerSock, set in a child of this test binary, makes it (RedTeam48bPeer, from
+// rt48bPeerSock, set in a child of this test binary, makes it (redTeam48bPeer, from
 // TestMain) post the bodies in rt48bPeerBodies (a JSON array of strings) to that socket's
 // hand-off route, print each answer's status, and exit.
 const (
@@ -45,9 +45,9 @@ const (
 	rt48bPeerBodies = "AGORA_RT48B_PEER_BODIES"
 )
 
-// RedTeam48bPeer is the whole run of the peer process of the tests below, when
+// redTeam48bPeer is the whole run of the peer process of the tests below, when
 // rt48bPeerSock is set; TestMain calls it first.
-func RedTeam48bPeer() {
+func redTeam48bPeer() {
 	sock := os.Getenv(rt48bPeerSock)
 	if sock == "" {
 		return

@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/callerctx"
+	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/home"
@@ -195,8 +196,8 @@ func handoffRequest(opts *dispatchRunOptions) (*api.HandoffRequest, []string, bo
 		// A second before this CLI gives up: a serve that answers later never starts it.
 		StartBy: time.Now().Add(handoffAnswer - time.Second).UnixNano(),
 	}
-	if opts.output == formatJSON {
-		hr.Output = formatJSON
+	if opts.output == cmdutil.FormatJSON {
+		hr.Output = cmdutil.FormatJSON
 	}
 	if r.Grants != nil {
 		if hr.Grants, err = json.Marshal(r.Grants); err != nil {
@@ -217,7 +218,7 @@ func handsOff(opts *dispatchRunOptions) bool {
 }
 
 // absHome is AGORA_HOME made absolute.
-func absHome(f *Factory) (string, error) {
+func absHome(f *cmdutil.Factory) (string, error) {
 	dir, err := f.HomeDir()
 	if err != nil {
 		return "", err
@@ -352,18 +353,18 @@ func cancelHandoff(hc *http.Client, handle string) {
 // hint and exit code renderError and renderInterrupt give the in-process path's.
 func endError(e *api.HandoffEnd) error {
 	switch {
-	case e.Exit == exitOK && e.Error == "":
+	case e.Exit == cmdutil.ExitOK && e.Error == "":
 		return nil
 	case e.Interrupted:
-		return &interruptedError{What: e.Error}
+		return &cmdutil.InterruptedError{What: e.Error}
 	case e.Error == "":
-		return &exitError{Code: e.Exit}
+		return &cmdutil.ExitCodeError{Code: e.Exit}
 	}
 	var err error = &remoteError{msg: e.Error, hint: e.Hint}
 	if e.Usage {
-		err = &usageError{Err: err}
+		err = &cmdutil.UsageError{Err: err}
 	}
-	return &exitError{Code: e.Exit, Err: err}
+	return &cmdutil.ExitCodeError{Code: e.Exit, Err: err}
 }
 
 // remoteError is an error serve's runDispatch ended with: its message and hint.
@@ -415,7 +416,7 @@ func followLost(ctx context.Context, opts *dispatchRunOptions, id string) error 
 		// follow it here to its end.
 		if rec, err = detach.For(d).Watch(ctx, rec); err != nil {
 			if ctx.Err() != nil {
-				return interrupted("dispatch %s keeps going in its detached supervisor; see 'agora dispatch describe %s', stop it with 'agora dispatch cancel %s'", id, id, id)
+				return cmdutil.Interrupted("dispatch %s keeps going in its detached supervisor; see 'agora dispatch describe %s', stop it with 'agora dispatch cancel %s'", id, id, id)
 			}
 			return err
 		}

@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"bytes"
@@ -45,7 +45,7 @@ type handoffRunner struct {
 	// sums are api.EnvSums of serve's environment: a decline for the environment names the
 	// variables that differ from them.
 	sums []string
-	// resident is set for the resident dispatcher (dispatch_resident.go), whose declines say
+	// resident is set for the resident dispatcher (resident.go), whose declines say
 	// how to restart it rather than serve.
 	resident bool
 	// envAll, set for a resident dispatcher whose home runs programs that read any variable
@@ -60,6 +60,16 @@ type handoffRunner struct {
 	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
 	// longer that file (agora upgraded in place since serve started) is declined.
 	running os.FileInfo
+}
+
+// NewHandoffRunner is serve's runner of the dispatches `agora dispatch run` hands it, over
+// serve's dispatcher d and supervisors sup ([cmdutil.Factory.Handoff]).
+func NewHandoffRunner(f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (service.Handoff, error) {
+	r, err := newHandoffRunner(f, d, sup, h)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func newHandoffRunner(f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (*handoffRunner, error) {
@@ -244,6 +254,9 @@ func (w frameWriter) Write(p []byte) (int, error) {
 	}
 	return written, nil
 }
+
+// hinter is an error that knows how to fix itself, as the root's renderError reads it.
+type hinter interface{ Hint() string }
 
 // handoffEnd is how the CLI ends for err, as renderError and renderInterrupt would see it.
 func handoffEnd(err error) *api.HandoffEnd {

@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
-	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/verdict"
 )
 
@@ -45,7 +44,7 @@ func TestNewDispatchRunCmd_Verify(t *testing.T) {
 		{args: []string{"--verify", "true", "--verify-timeout", "0s"}, wantErr: "more than 0s"},
 		{args: []string{"--verify", "true", "--protect", "/etc/**"}, wantErr: "relative"},
 	} {
-		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		var got *dispatchRunOptions
 		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
 		cmd.SetArgs(append([]string{"--subagent", "s"}, tt.args...))
@@ -68,7 +67,7 @@ func TestNewDispatchRunCmd_Verify(t *testing.T) {
 }
 
 // TestPrintRecord_Verdict: describe and the run summary show the gate, the verdict and the
-// tail, escaped; orch status has a VERIFY column.
+// tail, escaped (orch status's VERIFY column: cli/orch's TestTaskVerdict).
 func TestPrintRecord_Verdict(t *testing.T) {
 	spec := &verdict.Spec{Command: []string{"go", "test", "./..."}, Timeout: verdict.DefaultTimeout, Protect: []string{"**/*_test.go"}}
 	v := verdict.Red(verdict.ReasonExit, "exit status 1", 1, spec.Command, 1500*time.Millisecond,
@@ -89,14 +88,5 @@ func TestPrintRecord_Verdict(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "\x1b") {
 		t.Error("describe printed the tail's escape sequence raw")
-	}
-	if got := taskVerdict(api.Task{Verify: spec, Verdict: &v}); got != "failed: exit-status" {
-		t.Errorf("VERIFY column %q", got)
-	}
-	if got := taskVerdict(api.Task{Verify: spec}); got != "pending" {
-		t.Errorf("VERIFY column %q", got)
-	}
-	if got := taskVerdict(api.Task{}); got != "-" {
-		t.Errorf("VERIFY column %q", got)
 	}
 }

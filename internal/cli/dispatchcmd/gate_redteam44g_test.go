@@ -1,4 +1,4 @@
-package cli
+package dispatchcmd
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestRedTeam44G_ChangesFlagTakesEachGlobWhole(t *testing.T) {
 		for _, c := range tt.changes {
 			args = append(args, "--changes", c)
 		}
-		f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
+		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
 		var got *dispatchRunOptions
 		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
 		cmd.SetArgs(args)
