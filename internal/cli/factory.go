@@ -12,8 +12,8 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
-	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -39,7 +39,7 @@ func NewFactory(io *cmdutil.IOStreams, getenv func(string) string) *cmdutil.Fact
 	}
 	f.ServeReplication = serveReplication
 	f.AgoraReplicated = agoraReplicated
-	f.Handoff = func(d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (service.Handoff, error) {
+	f.Handoff = func(d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (api.Handoff, error) {
 		return dispatchcmd.NewHandoffRunner(f, d, sup, h)
 	}
 	return f

@@ -13,7 +13,6 @@ import (
 	"github.com/agora-dev/agora/internal/agenttext"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/orch/api"
-	"github.com/agora-dev/agora/internal/orch/service"
 )
 
 var redTaker = []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "TERM=xterm", "AGORA_HOME=/h", "_=/usr/bin/agora"}
@@ -22,8 +21,8 @@ var redTaker = []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "TERM=xterm", "AGO
 // environment (a decline past it names the peer: PID -1 is no process).
 func envDeclineOf(t *testing.T, r *handoffRunner, req *api.HandoffRequest) (string, bool) {
 	t.Helper()
-	_, err := r.Prepare(t.Context(), req, service.Peer{PID: -1})
-	var d *service.Declined
+	_, err := r.Prepare(t.Context(), req, api.Peer{PID: -1})
+	var d *api.Declined
 	if !errors.As(err, &d) {
 		t.Fatalf("Prepare: %v, want a decline", err)
 	}
@@ -134,7 +133,7 @@ func TestRedTeam47H_DeclineNamesCannotFloodResidentLog(t *testing.T) {
 	const posts = 300
 	for i := range posts {
 		cli := append(slices.Clone(redTaker), fmt.Sprintf("AGORA_FLOOD_%d_%s=1", i, strings.Repeat("X", 40)))
-		if _, err := res.Prepare(t.Context(), envRequest(r, cli), service.Peer{PID: -1}); err == nil {
+		if _, err := res.Prepare(t.Context(), envRequest(r, cli), api.Peer{PID: -1}); err == nil {
 			t.Fatal("taken")
 		}
 	}

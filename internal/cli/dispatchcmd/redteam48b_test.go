@@ -31,7 +31,7 @@ import (
 // The
 // resident's declines (declined() for every error of handoffRunner.Prepare, out() vs done())
 // and its drain. What broke was fixed: a run Prepare returned is always called (with
-// service.ErrNotStarted when its stream ended first), and only a [*service.Declined] is said
+// api.ErrNotStarted when its stream ended first), and only a [*api.Declined] is said
 // and counted as a decline, never a malformed request's text. These build a real resident
 // (the type dispatchResidentRun runs) over a real service.Server on a socket Listen made, and
 // a peer that is this test binary run as `... dispatch run` (peerNotDispatchRun passes), so

@@ -229,7 +229,7 @@ func residentWholeEnv(c *config.Config) bool {
 	return false
 }
 
-// resident is the resident dispatcher's [service.Handoff]: serve's hand-off runner, counting
+// resident is the resident dispatcher's [api.Handoff]: serve's hand-off runner, counting
 // what is in flight so it leaves only between dispatches.
 type resident struct {
 	runner    *handoffRunner
@@ -256,12 +256,12 @@ func (r *resident) server(log slog.Handler) *service.Server {
 	return &service.Server{Handoff: r, Log: slog.New(limited{log, []string{"route", "status"}, &r.refusals})}
 }
 
-// Prepare implements service.Handoff.
-func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer service.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
+// Prepare implements api.Handoff.
+func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer api.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
 	r.inflight.Add(1)
 	if r.leaving.Load() {
 		r.out()
-		return nil, r.declined(peer, &service.Declined{Why: "the resident dispatcher is leaving"})
+		return nil, r.declined(peer, &api.Declined{Why: "the resident dispatcher is leaving"})
 	}
 	run, err := r.runner.Prepare(ctx, req, peer)
 	if err != nil {
@@ -282,8 +282,8 @@ func (r *resident) Prepare(ctx context.Context, req *api.HandoffRequest, peer se
 // err. The server's own line of it is below the log's level, with the line of every
 // hand-off taken. Any other error is a malformed request, not a decline: the server's
 // refusal line says it, never its text, which may quote what the peer sent.
-func (r *resident) declined(peer service.Peer, err error) error {
-	var d *service.Declined
+func (r *resident) declined(peer api.Peer, err error) error {
+	var d *api.Declined
 	if !errors.As(err, &d) {
 		return err
 	}
@@ -301,7 +301,7 @@ func (r *resident) declined(peer service.Peer, err error) error {
 
 // Declined is told of the hand-offs the server declined before Prepare (a CLI whose security
 // context is not the resident's): logged as Prepare's own declines are.
-func (r *resident) Declined(peer service.Peer, d *service.Declined) { r.declined(peer, d) }
+func (r *resident) Declined(peer api.Peer, d *api.Declined) { r.declined(peer, d) }
 
 func (r *resident) touch() {
 	r.mu.Lock()

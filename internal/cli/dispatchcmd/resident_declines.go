@@ -16,7 +16,7 @@ const declineEvery = time.Minute
 
 // maxDeclineReasons bounds the reasons remembered; past it the memory starts over (a
 // reason is a fixed sentence, but one names the peer's uid; an environment's is counted by
-// its kind, service.Declined.Kind, since it names the peer's variables).
+// its kind, api.Declined.Kind, since it names the peer's variables).
 const maxDeclineReasons = 64
 
 // declineLog counts a resident's declines by reason (or, in its refusals, the server's

@@ -21,7 +21,6 @@ import (
 	"github.com/agora-dev/agora/internal/grant"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/orch/api"
-	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/strictjson"
 )
 
@@ -64,7 +63,7 @@ type handoffRunner struct {
 
 // NewHandoffRunner is serve's runner of the dispatches `agora dispatch run` hands it, over
 // serve's dispatcher d and supervisors sup ([cmdutil.Factory.Handoff]).
-func NewHandoffRunner(f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (service.Handoff, error) {
+func NewHandoffRunner(f *cmdutil.Factory, d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (api.Handoff, error) {
 	r, err := newHandoffRunner(f, d, sup, h)
 	if err != nil {
 		return nil, err
@@ -107,39 +106,39 @@ func isRunning(path string, running os.FileInfo) bool {
 	return err == nil && os.SameFile(fi, running) && fi.Size() == running.Size() && fi.ModTime().Equal(running.ModTime())
 }
 
-// Prepare implements service.Handoff.
-func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, peer service.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
+// Prepare implements api.Handoff.
+func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, peer api.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
 	switch {
 	case req.StartBy != 0 && time.Now().UnixNano() > req.StartBy:
-		return nil, &service.Declined{Why: "the CLI stopped waiting for this answer"}
+		return nil, &api.Declined{Why: "the CLI stopped waiting for this answer"}
 	case filepath.Clean(req.Home) != r.home:
-		return nil, &service.Declined{Why: "serve's home is " + r.home}
+		return nil, &api.Declined{Why: "serve's home is " + r.home}
 	case req.Exe != r.exe:
-		return nil, &service.Declined{Why: "serve runs another agora binary: " + r.exe}
+		return nil, &api.Declined{Why: "serve runs another agora binary: " + r.exe}
 	case !isRunning(req.Exe, r.running):
-		return nil, &service.Declined{Why: r.exe + " was replaced since serve started (restart serve to hand it dispatches)"}
+		return nil, &api.Declined{Why: r.exe + " was replaced since serve started (restart serve to hand it dispatches)"}
 	case req.Env != r.env:
-		return nil, &service.Declined{Why: r.envDeclined(req.EnvSums, api.DispatchEnv, ""), Kind: "environment"}
+		return nil, &api.Declined{Why: r.envDeclined(req.EnvSums, api.DispatchEnv, ""), Kind: "environment"}
 	case r.envAll != "" && req.EnvAll != r.envAll:
-		return nil, &service.Declined{Why: r.envDeclined(req.EnvSums, func(string) bool { return true },
+		return nil, &api.Declined{Why: r.envDeclined(req.EnvSums, func(string) bool { return true },
 			"this home has a kubernetes target whose kubeconfig's credential plugins may read any variable"), Kind: "whole environment"}
 	case fileSum(r.cfgFile) != r.cfgSum:
-		return nil, &service.Declined{Why: "agora.yaml changed since serve started"}
+		return nil, &api.Declined{Why: "agora.yaml changed since serve started"}
 	}
 	// Learn is a person's act, never an MCP client's: only a person's `agora dispatch run`
 	// (this binary, those words) may hand a dispatch over. The MCP server (`agora mcp serve`)
 	// runs as the same user; its code never calls this route, and this check refuses it if it
 	// ever did.
 	if why := peerNotDispatchRun(peer.PID, r.exe); why != "" {
-		return nil, &service.Declined{Why: why}
+		return nil, &api.Declined{Why: why}
 	}
 	if r.context != nil {
 		c, err := processContext(int(peer.PID))
 		if err != nil {
-			return nil, &service.Declined{Why: "the CLI's umask, groups, cgroup, namespaces and limits are unreadable"}
+			return nil, &api.Declined{Why: "the CLI's umask, groups, cgroup, namespaces and limits are unreadable"}
 		}
 		if parts := c.differ(r.context); len(parts) > 0 {
-			return nil, &service.Declined{Why: "the CLI's process context differs from the resident dispatcher's in: " + strings.Join(parts, ", ") +
+			return nil, &api.Declined{Why: "the CLI's process context differs from the resident dispatcher's in: " + strings.Join(parts, ", ") +
 				" (a dispatch runs with it); " + restartResident}
 		}
 	}
@@ -147,7 +146,7 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 	// without it) would be: never a name the client sends.
 	u, err := user.LookupId(strconv.FormatUint(uint64(peer.UID), 10))
 	if err != nil || u.Username == "" {
-		return nil, &service.Declined{Why: fmt.Sprintf("uid %d has no user name", peer.UID)}
+		return nil, &api.Declined{Why: fmt.Sprintf("uid %d has no user name", peer.UID)}
 	}
 	dreq := dispatch.Request{
 		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
@@ -162,7 +161,7 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 		dreq.Grants = &g
 	}
 	return func(ctx context.Context, send func(api.HandoffFrame) error) {
-		if errors.Is(context.Cause(ctx), service.ErrNotStarted) {
+		if errors.Is(context.Cause(ctx), api.ErrNotStarted) {
 			return
 		}
 		rf := *r.f

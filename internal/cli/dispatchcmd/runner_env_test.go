@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/orch/api"
-	"github.com/agora-dev/agora/internal/orch/service"
 )
 
 // envRunner is a taker whose home, binary and environment are takerEnv's; the checks before
@@ -59,8 +58,8 @@ func TestHandoffRunner_EnvDeclineNamesVariables(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := envRunner(t, taker, c.resident, c.whole)
-			_, err := r.Prepare(t.Context(), envRequest(r, c.cli), service.Peer{PID: -1})
-			var d *service.Declined
+			_, err := r.Prepare(t.Context(), envRequest(r, c.cli), api.Peer{PID: -1})
+			var d *api.Declined
 			if !errors.As(err, &d) {
 				t.Fatalf("Prepare: %v, want a decline", err)
 			}
