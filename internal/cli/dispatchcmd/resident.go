@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
@@ -205,7 +206,7 @@ func residentRunner(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *
 		if residentWholeEnv(h.Config) {
 			runner.envAll = api.ResidentEnvDigest(os.Environ())
 		}
-		if runner.context, err = processContext(0); err != nil {
+		if runner.context, err = callerctx.ReadProcess(0); err != nil {
 			err = fmt.Errorf("read this process's context: %w", err)
 		}
 	}

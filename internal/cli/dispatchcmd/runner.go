@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agora-dev/agora/internal/callerctx"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -51,9 +52,9 @@ type handoffRunner struct {
 	// for a dispatch (residentWholeEnv), is api.ResidentEnvDigest of its whole environment,
 	// which a CLI's must equal; "" otherwise.
 	envAll string
-	// context, set for the resident, is the procContext of the resident itself, which the
+	// context, set for the resident, is the callerctx.Process of the resident itself, which the
 	// peer's must equal; nil for serve.
-	context procContext
+	context callerctx.Process
 	cfgFile string
 	cfgSum  [32]byte // the digest of the agora.yaml bytes serve loaded (config.FileSum)
 	// running is the file serve runs from (its /proc/self/exe): a CLI whose exe is no
@@ -133,11 +134,11 @@ func (r *handoffRunner) Prepare(ctx context.Context, req *api.HandoffRequest, pe
 		return nil, &api.Declined{Why: why}
 	}
 	if r.context != nil {
-		c, err := processContext(int(peer.PID))
+		c, err := callerctx.ReadProcess(int(peer.PID))
 		if err != nil {
 			return nil, &api.Declined{Why: "the CLI's umask, groups, cgroup, namespaces and limits are unreadable"}
 		}
-		if parts := c.differ(r.context); len(parts) > 0 {
+		if parts := c.Differ(r.context); len(parts) > 0 {
 			return nil, &api.Declined{Why: "the CLI's process context differs from the resident dispatcher's in: " + strings.Join(parts, ", ") +
 				" (a dispatch runs with it); " + restartResident}
 		}

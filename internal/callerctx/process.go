@@ -1,4 +1,4 @@
-package dispatchcmd
+package callerctx
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 	"strconv"
 )
 
-// procContext is what of a process a dispatch runs with besides its environment, one digest
+// Process is what of a process a dispatch runs with besides its environment, one digest
 // per part, in a fixed order: its umask, user and groups (a docker socket reached through a
 // group), its cgroup (the limits the sandbox's own nest under), its resource limits and its
 // namespaces (a CLI in another mount or network namespace that reaches the socket by a bind
@@ -17,15 +17,15 @@ import (
 // is not its own runs its dispatch itself, told which parts differ. The working
 // directory is not in it: a handed dispatch carries no relative path (a relative --repo is
 // never handed off).
-type procContext []ctxPart
+type Process []processPart
 
-// ctxPart is one part of a [procContext]: its name, as a decline says it, and the sha256 of
+// processPart is one part of a [Process]: its name, as a decline says it, and the sha256 of
 // what /proc shows of it.
-type ctxPart struct{ name, sum string }
+type processPart struct{ name, sum string }
 
-// differ names the parts of c that are not those of o (all of them when the two were not
+// Differ names the parts of c that are not those of o (all of them when the two were not
 // read alike), in order; none when the contexts are the same.
-func (c procContext) differ(o procContext) []string {
+func (c Process) Differ(o Process) []string {
 	var names []string
 	for i, p := range c {
 		if i >= len(o) || o[i] != p {
@@ -39,8 +39,8 @@ func (c procContext) differ(o procContext) []string {
 	return names
 }
 
-// processContext reads the procContext of process pid (0: this one).
-func processContext(pid int) (procContext, error) {
+// ReadProcess reads the [Process] of process pid (0: this one).
+func ReadProcess(pid int) (Process, error) {
 	proc := "/proc/self"
 	if pid > 0 {
 		proc = "/proc/" + strconv.Itoa(pid)
@@ -50,7 +50,7 @@ func processContext(pid int) (procContext, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c procContext
+	var c Process
 	for _, k := range []struct{ name, key string }{{"umask", "Umask:"}, {"uid", "Uid:"}, {"gid", "Gid:"}, {"groups", "Groups:"}} {
 		var line []byte
 		sc := bufio.NewScanner(bytes.NewReader(status))
@@ -60,21 +60,21 @@ func processContext(pid int) (procContext, error) {
 				break
 			}
 		}
-		c = append(c, ctxPart{k.name, sum(line)})
+		c = append(c, processPart{k.name, sum(line)})
 	}
 	for _, f := range []string{"cgroup", "limits"} {
 		b, err := os.ReadFile(proc + "/" + f)
 		if err != nil {
 			return nil, err
 		}
-		c = append(c, ctxPart{f, sum(b)})
+		c = append(c, processPart{f, sum(b)})
 	}
 	for _, ns := range []string{"mnt", "net", "pid", "user", "ipc", "uts", "cgroup"} {
 		link, err := os.Readlink(proc + "/ns/" + ns)
 		if err != nil {
 			return nil, err
 		}
-		c = append(c, ctxPart{ns + " namespace", sum([]byte(link))})
+		c = append(c, processPart{ns + " namespace", sum([]byte(link))})
 	}
 	return c, nil
 }
