@@ -1,4 +1,4 @@
-package cli
+package cmdutil_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package cli
+package outdir_test
 
 import (
 	"os"
