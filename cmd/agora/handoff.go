@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The front's side of the hand-off is internal/cli/dispatch_handoff.go's, step for step: the
+// The front's side of the hand-off is internal/cli/dispatchcmd/handoff.go's, step for step: the
 // same request, the same checks of serve's socket and peer, the same frames written the same
 // way, the same end rendered as the whole program's Run renders it.
 

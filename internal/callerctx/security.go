@@ -8,6 +8,10 @@
 //     LSM decides: the caller must read a secret that only a process the kernel lets inspect
 //     the taker can read.
 //
+// The resident dispatcher, which stands in for the CLI that started it, also holds a peer to
+// its own [Process] ([ReadProcess]: umask, ids and groups, cgroup, limits, namespaces): what a
+// dispatch runs with besides its environment.
+//
 // The CLI side (cmd/agora, the lean front) uses [Answer]: the package imports only the
 // standard library and x/sys.
 package callerctx

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/dispatchcmd"
 	"github.com/agora-dev/agora/internal/cli/doctorcmd"
 	"github.com/agora-dev/agora/internal/compute/kubernetes"
 	"github.com/agora-dev/agora/internal/config"
@@ -14,7 +15,7 @@ import (
 
 // doctorProbes are what agora doctor asks of the providers and the resident dispatcher.
 func doctorProbes(f *cmdutil.Factory) doctorcmd.Probes {
-	return doctorcmd.Probes{Host: doctorHost(), Resident: func(c *config.Config) doctor.Check { return residentCheck(f, c) }}
+	return doctorcmd.Probes{Host: doctorHost(), Resident: func(c *config.Config) doctor.Check { return dispatchcmd.ResidentCheck(f, c) }}
 }
 
 // doctorHost is the real host, with the agent-sandbox probe of kubernetes targets and the

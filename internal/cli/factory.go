@@ -7,20 +7,21 @@ import (
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/anchor"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/dispatchcmd"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
-	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/store"
 )
 
 // NewFactory returns a factory over the given streams and environment, wired to this
 // package's builders (the composition root: providers.go, dispatch_factory.go, the anchors of
-// audit.go): a command asks the factory for a dispatcher or a checkpointer and never names a
+// anchors.go): a command asks the factory for a dispatcher or a checkpointer and never names a
 // provider or an anchor.
-func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
+func NewFactory(io *cmdutil.IOStreams, getenv func(string) string) *cmdutil.Factory {
 	f := cmdutil.NewFactory(io, getenv)
 	f.Checkpointer = func(ctx context.Context) (*audit.Checkpointer, error) { return checkpointer(ctx, f) }
 	f.Dispatcher = func(ctx context.Context) (*dispatch.Dispatcher, error) { return dispatcher(ctx, f) }
@@ -38,8 +39,8 @@ func NewFactory(io *IOStreams, getenv func(string) string) *Factory {
 	}
 	f.ServeReplication = serveReplication
 	f.AgoraReplicated = agoraReplicated
-	f.Handoff = func(d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (service.Handoff, error) {
-		return newHandoffRunner(f, d, sup, h)
+	f.Handoff = func(d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (api.Handoff, error) {
+		return dispatchcmd.NewHandoffRunner(f, d, sup, h)
 	}
 	return f
 }

@@ -1,6 +1,6 @@
 // Package cli is agora's command line: the root that wires one package per noun
-// (internal/cli/<noun>) into the tree, the composition root that builds what commands open
-// (dispatcher, providers, anchors), and the dispatch commands. Only this package renders
+// (internal/cli/<noun>) into the tree, and the composition root that builds what commands
+// open (dispatcher, providers, anchors, serve's hand-off runner). Only this package renders
 // errors for people and picks exit codes (cmdutil holds the table).
 package cli
 
@@ -20,6 +20,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/audit"
 	"github.com/agora-dev/agora/internal/cli/capability"
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
+	"github.com/agora-dev/agora/internal/cli/dispatchcmd"
 	"github.com/agora-dev/agora/internal/cli/doctorcmd"
 	"github.com/agora-dev/agora/internal/cli/env"
 	"github.com/agora-dev/agora/internal/cli/gateway"
@@ -174,7 +175,7 @@ func groups() []group {
 		{"apply", func(f *cmdutil.Factory) *cobra.Command { return apply.NewCmd(f, nil) }},
 		{"audit", audit.NewCmd},
 		{"verify", func(f *cmdutil.Factory) *cobra.Command { return verify.NewCmd(f, nil) }},
-		{"dispatch", newDispatchCmd},
+		{"dispatch", dispatchcmd.NewCmd},
 		{"mcp", func(f *cmdutil.Factory) *cobra.Command { return mcp.NewCmd(f, nil) }},
 		{"orch", orch.NewCmd},
 		{"gateway", gateway.NewCmd},

@@ -20,7 +20,6 @@ import (
 // TestMain lets the test binary act as the agora binary: testscript runs it as a real
 // process for every `exec agora` in the scripts.
 func TestMain(m *testing.M) {
-	cli.RedTeam48bPeer()
 	testscript.Main(removeWorker{m}, map[string]func(){
 		"agora": func() { os.Exit(cli.Main()) },
 	})

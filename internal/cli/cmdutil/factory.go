@@ -18,8 +18,8 @@ import (
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/home"
+	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/client"
-	"github.com/agora-dev/agora/internal/orch/service"
 	"github.com/agora-dev/agora/internal/secret"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/tracing"
@@ -80,7 +80,7 @@ type Factory struct {
 	AgoraReplicated func(h *home.Home) func(context.Context, time.Time) error
 	// Handoff is agora orch serve's runner of the dispatches `agora dispatch run` hands it,
 	// over serve's dispatcher d and supervisors sup: it runs them as the dispatch noun does.
-	Handoff func(d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (service.Handoff, error)
+	Handoff func(d *dispatch.Dispatcher, sup *detach.Supervisors, h *home.Home) (api.Handoff, error)
 }
 
 // NewFactory returns a factory over the given streams and environment, without the

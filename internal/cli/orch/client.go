@@ -409,14 +409,14 @@ func printTasks(f *cmdutil.Factory, r api.Run) error {
 		if t.Learn {
 			id += " (learn)" // as dispatch list marks one: its patch feeds nothing by itself
 		}
-		rows[i] = []string{id, t.State, fmt.Sprint(t.Attempts), cmdutil.OrDash(t.DispatchID), TaskVerdict(t), cmdutil.OrDash(cmdutil.Truncate(why, 100))}
+		rows[i] = []string{id, t.State, fmt.Sprint(t.Attempts), cmdutil.OrDash(t.DispatchID), taskVerdict(t), cmdutil.OrDash(cmdutil.Truncate(why, 100))}
 	}
 	return cmdutil.PrintTable(f.IO, []string{"TASK", "STATE", "ATTEMPTS", "DISPATCH", "VERIFY", "WHY"}, rows)
 }
 
-// TaskVerdict is a task's verify gate in one word or two: - (no gate), pending (none
+// taskVerdict is a task's verify gate in one word or two: - (no gate), pending (none
 // recorded yet), passed, or failed: REASON.
-func TaskVerdict(t api.Task) string {
+func taskVerdict(t api.Task) string {
 	switch {
 	case t.Verify == nil && t.Verdict == nil:
 		return "-"

@@ -192,7 +192,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 	defer ln.RemoveSocket() // only its own: a serve started since keeps its socket
 	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun, Parsing: mem.Parsing}
-	// `agora dispatch run` hands its dispatch to this serve when it can (internal/cli/handoff.go, through the factory).
+	// `agora dispatch run` hands its dispatch to this serve when it can (internal/cli/dispatchcmd/runner.go, through the factory).
 	if srv.Handoff, err = f.Handoff(d, sup, h); err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 // Package api holds the orchestrator service's wire types: what `agora orch serve` answers on
-// its Unix socket and what its clients (the CLI, the MCP server) read. It is plain data with
-// no behaviour, so a client imports it without importing the engine or any database code.
+// its Unix socket and what its clients (the CLI, the MCP server) read, and the contract of a
+// hand-off's taker ([Handoff]), which the CLI implements and the service calls. It is plain
+// data with no behaviour, so a client imports it without importing the engine or any database
+// code.
 package api
 
 import (

@@ -14,38 +14,6 @@ import (
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
-// Handoff runs the dispatches `agora dispatch run` hands to serve. The service
-// decodes the request and knows the peer; the runner decides whether to take it.
-type Handoff interface {
-	// Prepare checks req from peer and returns the run that carries it out, or an error: a
-	// [*Declined] makes the CLI supervise the dispatch itself; any other is the request's.
-	// The server calls every run Prepare returns exactly once; a run whose context's cause is
-	// [ErrNotStarted] returns at once, having started nothing (what Prepare counted is given
-	// back as its run returns).
-	Prepare(ctx context.Context, req *api.HandoffRequest, peer Peer) (func(ctx context.Context, send func(api.HandoffFrame) error), error)
-}
-
-// Peer is who is on the other end of a connection, from SO_PEERCRED at connect.
-type Peer struct {
-	PID int32
-	UID uint32
-}
-
-// Declined is a hand-off serve will not take; the CLI runs the dispatch itself.
-type Declined struct {
-	Why string
-	// Kind, when set, is the reason without what the peer chose (the names of its
-	// variables): a log that says each reason once a while counts the decline by it, so a peer
-	// cannot make each of its requests a reason of its own.
-	Kind string
-}
-
-func (d *Declined) Error() string { return "hand-off declined: " + d.Why }
-
-// ErrNotStarted is the cause of a run's context when the CLI's stream broke, or serve began
-// stopping, before the dispatch started: the run must start nothing.
-var ErrNotStarted = errors.New("the hand-off's stream ended before its dispatch started")
-
 // handoffRoute is the hand-off's route pattern.
 const handoffRoute = "POST " + api.HandoffPath
 
@@ -110,14 +78,14 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	}
 	var run func(ctx context.Context, send func(api.HandoffFrame) error)
 	if why := s.callerWidens(peer, req); why != "" {
-		err = &Declined{Why: why}
+		err = &api.Declined{Why: why}
 		if hd, ok := s.Handoff.(handoffDecliner); ok {
-			hd.Declined(Peer{PID: peer.pid, UID: peer.uid}, err.(*Declined))
+			hd.Declined(api.Peer{PID: peer.pid, UID: peer.uid}, err.(*api.Declined))
 		}
 	} else {
-		run, err = s.Handoff.Prepare(r.Context(), req, Peer{PID: peer.pid, UID: peer.uid})
+		run, err = s.Handoff.Prepare(r.Context(), req, api.Peer{PID: peer.pid, UID: peer.uid})
 	}
-	var declined *Declined
+	var declined *api.Declined
 	if errors.As(err, &declined) {
 		if s.Log != nil {
 			s.Log.Info("hand-off declined", "pid", peer.pid, "why", declined.Why)
@@ -161,7 +129,7 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 		// flight until its run returns, and one never called kept a resident signalled
 		// during Prepare in its drain for good.
 		notStarted, stop := context.WithCancelCause(ctx)
-		stop(ErrNotStarted)
+		stop(api.ErrNotStarted)
 		run(notStarted, send)
 		return
 	}

@@ -10,7 +10,7 @@ import (
 
 // A hand-off must never widen what its caller may do: serve and the resident run the
 // dispatch with their own privileges, so they take it only from a CLI the kernel shows to
-// hold exactly those. Checked here, for every [Handoff], before its Prepare:
+// hold exactly those. Checked here, for every [api.Handoff], before its Prepare:
 //
 //   - the CLI's capabilities, no_new_privs, seccomp and LSM labels are this process's
 //     (callerctx.Read: /proc/<pid>/status and attr);
@@ -20,10 +20,10 @@ import (
 //
 // Anything unproven declines: the CLI runs its dispatch itself, with what it may do.
 
-// handoffDecliner is a [Handoff] told of the hand-offs the server declines before its
+// handoffDecliner is a [api.Handoff] told of the hand-offs the server declines before its
 // Prepare (the resident dispatcher logs them with its own).
 type handoffDecliner interface {
-	Declined(peer Peer, d *Declined)
+	Declined(peer api.Peer, d *api.Declined)
 }
 
 // ownSecurity is this process's security context, read once (agora never changes its own).

@@ -22,8 +22,8 @@ import (
 // way to Prepare, not a dispatch.
 type declineAll struct{}
 
-func (declineAll) Prepare(context.Context, *api.HandoffRequest, Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
-	return nil, &Declined{Why: "benchmark"}
+func (declineAll) Prepare(context.Context, *api.HandoffRequest, api.Peer) (func(context.Context, func(api.HandoffFrame) error), error) {
+	return nil, &api.Declined{Why: "benchmark"}
 }
 
 // BenchmarkCallerWidens is the hand-off decision's own work for one request, in process: a

@@ -245,7 +245,7 @@ func TestRedTeam48b_ProcFdName(t *testing.T) {
 	c.Close()
 	if strings.HasPrefix(ln.Addr().String(), "/proc/self/fd/") {
 		// Only a finding if a caller shows or dials it: grep the callers.
-		out, _ := exec.Command("grep", "-rn", "--include=*.go", "-e", "ln.Addr()", "../../cli/orch/serve.go", "../../cli/dispatch_resident.go").CombinedOutput()
+		out, _ := exec.Command("grep", "-rn", "--include=*.go", "-e", "ln.Addr()", "../../cli/orch/serve.go", "../../cli/dispatchcmd/resident.go").CombinedOutput()
 		if len(bytes.TrimSpace(out)) > 0 {
 			t.Errorf("a caller of Listen uses ln.Addr(), which is %q, not %q:\n%s", ln.Addr(), path, out)
 		}

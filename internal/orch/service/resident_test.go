@@ -16,7 +16,7 @@ import (
 )
 
 // residentEnv is an env with the hand-off catalog and no serve: its first `agora dispatch
-// run` starts the resident dispatcher (internal/cli/dispatch_resident.go). yaml goes into
+// run` starts the resident dispatcher (internal/cli/dispatchcmd/resident.go). yaml goes into
 // agora.yaml. The resident is stopped when the test ends.
 func residentEnv(t *testing.T, yaml string) *env {
 	t.Helper()

@@ -59,7 +59,7 @@ type Server struct {
 	Schedules *Scheduler
 	// Handoff runs what `agora dispatch run` hands to serve; nil: the hand-off route answers
 	// not found and the CLI supervises its dispatches itself.
-	Handoff Handoff
+	Handoff api.Handoff
 	// LearnInRun returns the ids of a run's learn dispatches (dispatch.Records.LearnInRun),
 	// so the run document marks a task whose dispatch was a learn one though its plan does
 	// not say learn (a target in mode: learn); nil: only the plan's marks.
