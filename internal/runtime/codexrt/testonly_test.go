@@ -1,6 +1,10 @@
 package codexrt
 
-import "github.com/agora-dev/agora/internal/shellwords"
+import (
+	"io"
+
+	"github.com/agora-dev/agora/internal/shellwords"
+)
 
 // Helpers only the tests call: the product reaches what they wrap by another way, so they
 // live with the tests rather than in the package.
@@ -21,4 +25,9 @@ func CommandArgv(line string) [][]string {
 func CommandAllowed(patterns []string, line string) bool {
 	argv, err := shellwords.Split(line)
 	return err == nil && ArgvAllowed(patterns, argv)
+}
+
+// ParseStream is parseStream without a hook on the first unreadable line.
+func ParseStream(r io.Reader, transcript io.Writer, obs Observer) (Result, error) {
+	return parseStream(r, transcript, obs, nil)
 }
