@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
 // minAlongside is the smallest batch [Log.AppendAllAlongside] encodes on a second goroutine:
@@ -104,7 +106,7 @@ func encodeAlongside(first int64, at string, entries []Entry) *encoder {
 			// Capped at its end: nothing appended later writes into an entry's body, and a
 			// buffer that grows leaves the bodies before it where they are.
 			body := buf[start:len(buf):len(buf)]
-			enc.bodies[i], enc.leaves[i] = body, LeafHash(body)
+			enc.bodies[i], enc.leaves[i] = body, verify.LeafHash(body)
 			if n := i + 1; n%entryChunk == 0 || n == len(entries) {
 				enc.done <- n
 			}

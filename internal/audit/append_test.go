@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -160,7 +161,7 @@ func TestLog_ProofsProperty(t *testing.T) {
 		if err := db.SQL().QueryRow(`SELECT entry FROM audit_entries WHERE seq = ?`, index).Scan(&entry); err != nil {
 			rt.Fatal(err)
 		}
-		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, index, size, audit.LeafHash(entry), p, root); err != nil {
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, index, size, verify.LeafHash(entry), p, root); err != nil {
 			rt.Fatalf("inclusion of %d in %d: %v", index, size, err)
 		}
 		size1 := uint64(rapid.IntRange(1, int(size)).Draw(rt, "size1"))
@@ -204,7 +205,7 @@ func rootFromLeaves(tb testing.TB, db *store.DB, size uint64) []byte {
 		if err := rows.Scan(&e); err != nil {
 			tb.Fatal(err)
 		}
-		leaves = append(leaves, audit.LeafHash(e))
+		leaves = append(leaves, verify.LeafHash(e))
 	}
 	if uint64(len(leaves)) != size {
 		tb.Fatalf("got %d entries, want %d", len(leaves), size)

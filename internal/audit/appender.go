@@ -8,6 +8,7 @@ import (
 
 	"github.com/transparency-dev/merkle/compact"
 
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/jcs"
 )
 
@@ -157,7 +158,7 @@ func appendEntry(dst []byte, seq int64, at string, e Entry) ([]byte, error) {
 // write stores body, the encoding of e as entry [appender.next] stamped at, and the tree nodes
 // its leaf completes.
 func (a *appender) write(ctx context.Context, at string, e Entry, body []byte) error {
-	return a.writeLeaf(ctx, at, e, body, LeafHash(body))
+	return a.writeLeaf(ctx, at, e, body, verify.LeafHash(body))
 }
 
 // writeLeaf is [appender.write] with body's leaf hash computed by the caller.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -160,7 +161,7 @@ func TestBatcher_RefusesOnlyTheBadEntry(t *testing.T) {
 		if err := rows.Scan(&body); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Append(LeafHash(body), nil); err != nil {
+		if err := r.Append(verify.LeafHash(body), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

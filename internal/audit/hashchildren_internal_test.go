@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/audit/verify"
 )
 
 // TestHashChildrenIsRFC6962: the tree's node hash is the merkle library's, byte for byte, for
@@ -15,7 +17,7 @@ func TestHashChildrenIsRFC6962(t *testing.T) {
 			t.Errorf("hashChildren(%x, %x) = %x, want %x", c.l, c.r, got, want)
 		}
 	}
-	if got, want := LeafHash([]byte("entry")), hasher.HashLeaf([]byte("entry")); !bytes.Equal(got, want) {
+	if got, want := verify.LeafHash([]byte("entry")), hasher.HashLeaf([]byte("entry")); !bytes.Equal(got, want) {
 		t.Errorf("LeafHash = %x, want %x", got, want)
 	}
 }

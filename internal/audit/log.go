@@ -58,9 +58,6 @@ func New(now func() time.Time) *Log {
 	return &Log{now: now}
 }
 
-// LeafHash is the RFC 6962 hash of a leaf: SHA-256(0x00 || data).
-func LeafHash(data []byte) []byte { return verify.LeafHash(data) }
-
 // Append records e inside tx and returns its sequence number, which is its leaf index. The
 // caller's transaction MUST be the one that makes the change e describes. The tree's new nodes
 // are stored in tx too: O(log n) rows read and written, whatever the log's size.
@@ -75,7 +72,7 @@ func (l *Log) Append(ctx context.Context, tx *sql.Tx, e Entry) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	leaf := LeafHash(body)
+	leaf := verify.LeafHash(body)
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO audit_entries(seq, at, kind, subject, actor, entry, leaf_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		seq, at, e.Kind, e.Subject, e.Actor, body, leaf); err != nil {

@@ -44,19 +44,6 @@ func RootAt(ctx context.Context, q Querier, size uint64) ([]byte, error) {
 	return rootOf(r), nil
 }
 
-// InclusionProof returns the RFC 6962 inclusion proof of leaf index in the tree of size
-// leaves, read from stored nodes (about log2(size) of them).
-func InclusionProof(ctx context.Context, q Querier, index, size uint64) ([][]byte, error) {
-	if err := checkSize(ctx, q, size); err != nil {
-		return nil, fmt.Errorf("inclusion proof of %d in %d: %w", index, size, err)
-	}
-	n, err := proof.Inclusion(index, size)
-	if err != nil {
-		return nil, fmt.Errorf("inclusion proof: %w", err)
-	}
-	return rehash(ctx, q, n)
-}
-
 // ConsistencyProof returns the RFC 6962 consistency proof from the tree of size1 leaves to
 // the tree of size2 leaves, read from stored nodes.
 func ConsistencyProof(ctx context.Context, q Querier, size1, size2 uint64) ([][]byte, error) {

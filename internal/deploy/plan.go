@@ -38,19 +38,7 @@ type sourceImport struct {
 	set  *ccimport.Set
 }
 
-// Load reads and parses the manifest at path.
-func Load(path string) (*Source, error) {
-	s, errs, err := load(path)
-	if err != nil {
-		return nil, err
-	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return s, nil
-}
-
-// load is Load that returns what decoded along with its problems.
+// load reads and parses the manifest at path and returns what decoded along with its problems.
 func load(path string) (*Source, strictyaml.Errors, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -107,14 +95,10 @@ func Check(ctx context.Context, path string, w *provision.Writer, getenv func(st
 // counted. (The decoder stops at its own limit of 100 first.)
 const MaxErrors = 100
 
-// Prepare validates every declared entry against the catalog and the files it names, and
-// returns the pending versions in apply order (capabilities, subagents, envs, workspaces). Every
-// entry is checked even after one fails; all problems are returned together.
-func (s *Source) Prepare(ctx context.Context, w *provision.Writer, getenv func(string) string) ([]*provision.Pending, error) {
-	return s.prepare(ctx, w, getenv, nil)
-}
-
-// prepare is Prepare without the entries in skip (by path, such as capabilities[2]).
+// prepare validates every declared entry but those in skip (by path, such as capabilities[2])
+// against the catalog and the files it names, and returns the pending versions in apply order
+// (capabilities, subagents, envs, workspaces). Every entry is checked even after one fails; all
+// problems are returned together.
 func (s *Source) prepare(ctx context.Context, w *provision.Writer, getenv func(string) string, skip map[string]bool) ([]*provision.Pending, error) {
 	var pendings []*provision.Pending
 	var errs strictyaml.Errors
@@ -281,7 +265,7 @@ func (s *Source) declares(kind catalog.Kind, name string) string {
 }
 
 // Imports are the Claude Code subagent files the manifest's imports read, each import's
-// mapped, after a successful [Check] or [Source.Prepare].
+// mapped, after a successful [Check] or its prepare.
 func (s *Source) Imports() []*ccimport.Set {
 	sets := make([]*ccimport.Set, len(s.imports))
 	for i, im := range s.imports {

@@ -65,11 +65,6 @@ func Sign(key []byte, id, timestamp string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify checks a delivery's signature in constant time.
-func Verify(key []byte, id, timestamp string, body []byte, signature string) bool {
-	return hmac.Equal([]byte(Sign(key, id, timestamp, body)), []byte(signature))
-}
-
 // Courier delivers the callback outbox through the egress dialer.
 type Courier struct {
 	db     queryExecer

@@ -147,10 +147,6 @@ func heldStages(stateDir string) ([]string, error) {
 	return ids, nil
 }
 
-func newStage(stateDir, id string, l stageLimits) (*stage, error) {
-	return newStageFrom(stateDir, id, l, nil)
-}
-
 // newStageFrom makes the dispatch's stage; with pre, its bundle, workspace, out directory,
 // capability files and quota are the warm slot's (made at fill, empty, root's), and only the
 // stage directory (logs, phase, inputs, gateway) is the dispatch's own: nothing is mounted.

@@ -70,14 +70,6 @@ func healthyRoot(gotRunAs **compute.HostUser) Host {
 	}
 }
 
-func statuses(r Report) map[string]string {
-	m := map[string]string{}
-	for _, c := range r.Checks {
-		m[c.Name] = c.Status
-	}
-	return m
-}
-
 func check(t *testing.T, r Report, name string) Check {
 	t.Helper()
 	for _, c := range r.Checks {

@@ -109,10 +109,3 @@ func TestOrchestratorStatusHidesHostPathsInFreeText(t *testing.T) {
 		}
 	}
 }
-
-// agoraMay runs the binary and ignores how it ends.
-func agoraMay(home string, args ...string) {
-	cmd := exec.Command(agoraBin, args...)
-	cmd.Env = baseEnv(home)
-	cmd.Run()
-}

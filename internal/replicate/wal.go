@@ -97,7 +97,7 @@ func walChecksum(be bool, s [2]uint32, b []byte) [2]uint32 {
 	return [2]uint32{s0, s1}
 }
 
-// walFrame is one frame as readFrames hands it on.
+// walFrame is one frame as readFramesTo hands it on.
 type walFrame struct {
 	No     uint32 // its index in the WAL, from 1
 	Page   uint32 // the database page it holds
@@ -139,17 +139,13 @@ func parseWALIndexHeader(b []byte) (walIndexHeader, error) {
 	}, nil
 }
 
-// readFrames continues the WAL read from r (size bytes) at from, whose salts must be the
+// readFramesTo continues the WAL read from r (size bytes) at from, whose salts must be the
 // header's, and calls each for every frame up to the last commit frame whose salts match and
-// whose checksum continues the chain, in order; frames after that commit frame (a transaction
-// still being written, or one rolled back) are read but not passed on. It returns the
-// position at that commit frame (from itself when there is none). A frame that breaks the
-// chain ends the WAL, as it does for SQLite's own recovery: it is not an error.
-func readFrames(r io.ReaderAt, size int64, from walPos, each func(walFrame) error) (walPos, error) {
-	return readFramesTo(r, size, from, 1<<32-1, each)
-}
-
-// readFramesTo is readFrames that reads no frame past limit (the wal-index's MaxFrame).
+// whose checksum continues the chain, in order, reading no frame past limit (the wal-index's
+// MaxFrame); frames after that commit frame (a transaction still being written, or one rolled
+// back) are read but not passed on. It returns the position at that commit frame (from itself
+// when there is none). A frame that breaks the chain ends the WAL, as it does for SQLite's own
+// recovery: it is not an error.
 func readFramesTo(r io.ReaderAt, size int64, from walPos, limit uint32, each func(walFrame) error) (walPos, error) {
 	if !from.Valid || from.PageSize < 512 || from.PageSize > 65536 {
 		return from, errors.New("wal: no valid position to read from")

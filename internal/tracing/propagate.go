@@ -35,25 +35,6 @@ func Traceparent(ctx context.Context) string {
 	return c["traceparent"]
 }
 
-// Parse checks traceparent and returns its trace and span ids in hex; ok is false for a
-// malformed one.
-func Parse(traceparent string) (traceID, spanID string, sampled, ok bool) {
-	sc := trace.SpanContextFromContext(Join(context.Background(), traceparent))
-	if !sc.IsValid() {
-		return "", "", false, false
-	}
-	return sc.TraceID().String(), sc.SpanID().String(), sc.IsSampled(), true
-}
-
-// Format is the version-00 traceparent of the ids (hex), sampled or not.
-func Format(traceID, spanID string, sampled bool) string {
-	flags := "00"
-	if sampled {
-		flags = "01"
-	}
-	return "00-" + traceID + "-" + spanID + "-" + flags
-}
-
 // Extract wraps h so a request's traceparent header becomes the parent of what its handler
 // starts (a run submitted, a dispatch accepted). A malformed header is ignored.
 func Extract(h http.Handler) http.Handler {

@@ -59,16 +59,6 @@ func (m *Matcher) Match(path string) (string, bool) {
 	return "", false
 }
 
-// Match reports whether path matches glob; an invalid glob matches nothing and is an error.
-func Match(glob, path string) (bool, error) {
-	m, err := NewMatcher([]string{glob})
-	if err != nil {
-		return false, err
-	}
-	_, ok := m.Match(path)
-	return ok, nil
-}
-
 // CheckPattern says why p is not a protect glob, or nil.
 func CheckPattern(p string) error {
 	_, err := compile(p)

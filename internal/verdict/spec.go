@@ -10,7 +10,7 @@
 //
 // The package is pure (no I/O, no sandbox) and runs on the host side: the dispatcher fills a
 // Verdict, the orchestrator carries it, the CLI, MCP and the web view show it. It also holds
-// the glob matcher ([Match]: doublestar semantics), the changes check, the JUnit parser and
+// the glob matcher ([Matcher]: doublestar semantics), the changes check, the JUnit parser and
 // the [Tail] writer that keeps the end of a stream. It imports only strictjson and jcs.
 //
 // "verify" alone means verifying an audit bundle (agora verify); the gate's result is a
@@ -52,7 +52,7 @@ type Spec struct {
 	// Timeout is the command's wall clock; 0 means [DefaultTimeout] (see [Spec.Effective]).
 	Timeout time.Duration
 	// Protect are doublestar globs over repository-relative paths ("**/*_test.go",
-	// ".github/**"); see [Match].
+	// ".github/**"); see [Matcher].
 	Protect []string
 	// Changes, when set, are the only paths the patch may touch (doublestar globs, as
 	// Protect): an allow-list, checked with [Admit]. Empty admits any path Protect does not

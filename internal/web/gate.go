@@ -141,13 +141,6 @@ func (g *gate) release() {
 	g.order = append(g.order, client)
 }
 
-// waiting is how many requests of client wait for a turn.
-func (g *gate) waiting(client string) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.queues[client])
-}
-
 // gated serves h in a turn of the reads gate, the request's principal's.
 func (s *Server) gated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -80,14 +80,6 @@ func (l *loginLimiter) failed(a netip.Addr) bool {
 	return b.lim.AllowN(now, 1)
 }
 
-// allowed reports whether one more wrong token from a would be within its budget.
-func (l *loginLimiter) allowed(a netip.Addr) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.sources[prefixOf(a)]
-	return b == nil || b.lim.TokensAt(l.now()) >= 1
-}
-
 // makeRoom keeps the table under maxLoginSources. l.mu is held.
 func (l *loginLimiter) makeRoom(now time.Time) {
 	if len(l.sources) < maxLoginSources {
@@ -107,10 +99,4 @@ func (l *loginLimiter) makeRoom(now time.Time) {
 	if len(l.sources) >= maxLoginSources {
 		delete(l.sources, oldest)
 	}
-}
-
-func (l *loginLimiter) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.sources)
 }

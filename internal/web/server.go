@@ -161,10 +161,6 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-// RunHub feeds the open pages' event streams from the engine until ctx ends. [Server.Serve]
-// runs it; a caller serving [Server.Handler] itself must run it too.
-func (s *Server) RunHub(ctx context.Context) { s.hub.run(ctx) }
-
 // Handler is the whole request path behind a listener bound at addr: the Host and Origin
 // checks, then the security headers, then the login, then the routes.
 func (s *Server) Handler(addr net.Addr) http.Handler {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/agora-dev/agora/internal/agoradb"
 	"github.com/agora-dev/agora/internal/audit"
@@ -161,13 +160,4 @@ func (f *fixture) history(t testing.TB, kind catalog.Kind, name string) []string
 		out = append(out, fmt.Sprintf("%s %s", e.Action, e.Digest))
 	}
 	return out
-}
-
-// fixedClock returns a clock that advances one second per call.
-func fixedClock() func() time.Time {
-	t := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	return func() time.Time {
-		t = t.Add(time.Second)
-		return t
-	}
 }

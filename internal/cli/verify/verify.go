@@ -27,7 +27,7 @@ import (
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 )
 
-// largeBundle is the size from which verifyFile bounds the heap by the bundle's size.
+// largeBundle is the size from which verifyFileBounded bounds the heap by the bundle's size.
 const largeBundle = 32 << 20
 
 // maxKeyFileSize caps --key; a verifier key is under 100 bytes.
@@ -226,26 +226,19 @@ func verifyRun(ctx context.Context, opts *verifyOptions) error {
 	return nil
 }
 
-// verifyFile reads and checks a bundle ("-" is stdin). A bundle that does not parse is a
-// failed check (it may have been tampered with), reported as the one row "bundle"; a file
-// that cannot be read is an error. A bundle of at most streamFrom bytes is read once into
-// memory and parsed in one pass (verify.ParseBundleBytes); a run bundle, which that refuses,
-// is parsed as one. A larger bundle is checked as it is read (verify.VerifyStream), in memory
-// that does not grow with it.
-func verifyFile(stdin io.Reader, path string, vo verify.Options) (*verify.Report, error) {
-	rep, restore, err := verifyFileBounded(context.Background(), stdin, path, vo)
-	restore()
-	return rep, err
-}
-
 // streamFrom is the bundle size from which verify streams it. Below it, reading the whole
 // bundle costs at most a few times 64 MiB and lists every entry's rows; above it, holding
 // the bundle would grow with it without bound. A variable so that a test can stream a small
 // bundle.
 var streamFrom int64 = 64 << 20
 
-// verifyFileBounded is verifyFile leaving the heap's bounds it set for a large bundle in
-// place until restore is called.
+// verifyFileBounded reads and checks a bundle ("-" is stdin). A bundle that does not parse is a
+// failed check (it may have been tampered with), reported as the one row "bundle"; a file
+// that cannot be read is an error. A bundle of at most streamFrom bytes is read once into
+// memory and parsed in one pass (verify.ParseBundleBytes); a run bundle, which that refuses,
+// is parsed as one. A larger bundle is checked as it is read (verify.VerifyStream), in memory
+// that does not grow with it. The heap's bounds it sets for a large bundle stay in place
+// until restore is called.
 func verifyFileBounded(ctx context.Context, stdin io.Reader, path string, vo verify.Options) (rep *verify.Report, restore func(), err error) {
 	restore = func() {}
 	data, file, size, err := openBundle(stdin, path)

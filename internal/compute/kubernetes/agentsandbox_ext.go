@@ -40,13 +40,12 @@ type extList struct {
 // One Go type per kind: a scheme maps a type to its kinds, and a type of three kinds would
 // encode under any of them.
 type (
-	templateObject  struct{ extObject }
-	warmPoolObject  struct{ extObject }
-	claimObject     struct{ extObject }
-	templateList    struct{ extList }
-	warmPoolList    struct{ extList }
-	claimList       struct{ extList }
-	templateSpecRaw = json.RawMessage
+	templateObject struct{ extObject }
+	warmPoolObject struct{ extObject }
+	claimObject    struct{ extObject }
+	templateList   struct{ extList }
+	warmPoolList   struct{ extList }
+	claimList      struct{ extList }
 )
 
 func (o *templateObject) DeepCopyObject() runtime.Object { return jsonCopy(o) }

@@ -48,7 +48,7 @@ func (l *lateVerifier) VerifyPod(ctx context.Context, token string) (remote.PodI
 	return v.VerifyPod(ctx, token)
 }
 
-// startPoolGW is startSlotGW with the pool pods' enrolment served, verified by lv.
+// startPoolGW runs a real network gateway on loopback with the pool pods' enrolment served, verified by lv.
 func startPoolGW(t testing.TB) (*slotGW, *lateVerifier) {
 	t.Helper()
 	home := t.TempDir()

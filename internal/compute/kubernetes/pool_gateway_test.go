@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,40 +27,6 @@ type slotGW struct {
 	ca    []byte
 	// pods is a pool gateway's verifier (startPoolGW): a test may set another.
 	pods *lateVerifier
-}
-
-func startSlotGW(t testing.TB) *slotGW {
-	t.Helper()
-	home := t.TempDir()
-	certs, err := netgw.LoadOrCreateCA(filepath.Join(home, "keys"), []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &slotGW{reg: &netgw.Registry{Dir: filepath.Join(home, "gateway", "sessions")},
-		slots: &netgw.Slots{Dir: filepath.Join(home, "gateway", "slots")}, ca: certs.CAPEM}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.url = "https://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	g.srv = &netgw.Server{Registry: g.reg, Slots: g.slots, Version: workerremote.Version()}
-	go func() {
-		defer close(done)
-		g.srv.Serve(ctx, ln, certs.Server)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return g
-}
-
-// slotProvider is a cluster provider exporting to g, its pods kept running by kwok for an hour.
-func slotProvider(t testing.TB, g *slotGW) *Provider {
-	t.Helper()
-	p, _ := clusterProvider(t, &fakeExporter{})
-	p.opts.Exporter = g.reg
-	p.testOnlyPodMeta = failWith(0, "1h")
-	return p
 }
 
 // warmSpec is a dispatch's spec whose binds the real gateway exports, all below /agora.

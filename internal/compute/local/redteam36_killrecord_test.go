@@ -18,13 +18,13 @@ const rt36HolderEnv = "AGORA_TEST_RT36_HOLDER"
 
 // rt36Template is the slot both halves build: a command that says it started and then runs
 // until killed; for a prestarted slot it runs on its claim pipe's EOF too.
-func rt36Template(prestart bool) (compute.Spec, func(SlotOptions) SlotOptions) {
+func rt36Template(prestart bool) (compute.Spec, func(compute.WarmOptions) compute.WarmOptions) {
 	tmpl := compute.Spec{ID: "tmpl", Argv: []string{"sh", "-c", "echo start > /agora/out/x; exec sleep 600"},
 		Env: []string{"PATH=/usr/bin:/bin"}, Binds: []compute.Bind{{Src: "/nonexistent-at-fill", Dst: "/agora/out", Writable: true}}}
-	opts := func(o SlotOptions) SlotOptions { return o }
+	opts := func(o compute.WarmOptions) compute.WarmOptions { return o }
 	if prestart {
 		tmpl.Argv = []string{"sh", "-c", "head -c1 <&$CLAIM_FD >/dev/null; echo start > /agora/out/x; exec sleep 600"}
-		opts = func(o SlotOptions) SlotOptions { o.PrestartEnv = "CLAIM_FD"; return o }
+		opts = func(o compute.WarmOptions) compute.WarmOptions { o.PrestartEnv = "CLAIM_FD"; return o }
 	}
 	return tmpl, opts
 }
@@ -95,7 +95,7 @@ func rt36Holder(t *testing.T, env string) {
 	parts := strings.SplitN(env, ":", 3)
 	p := newProvider(t, Options{})
 	tmpl, opts := rt36Template(parts[0] == "prestarted")
-	slot := newSlot(t, p, tmpl, opts(SlotOptions{Dir: parts[1], ClaimRoot: "/agora", PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}))
+	slot := newSlot(t, p, tmpl, opts(compute.WarmOptions{Dir: parts[1], ClaimRoot: "/agora", PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}))
 	spec := tmpl
 	spec.ID, spec.Binds = "d1", []compute.Bind{{Src: parts[2], Dst: "/agora/out", Writable: true}}
 	_, err := p.StartInSlotWith(t.Context(), slot, spec, func(taskID string) error {

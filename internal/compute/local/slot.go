@@ -43,14 +43,10 @@ var ErrSlotShape = compute.ErrSlotShape
 // ErrSlotClaimed means a slot was claimed (or discarded) before: slots are never reused.
 var ErrSlotClaimed = errors.New("warm slot already claimed")
 
-// SlotOptions configure [Provider.NewSlot]: the slots' layout, as every provider's
-// ([compute.WarmOptions]).
-type SlotOptions = compute.WarmOptions
-
 // Slot is one held sandbox. It implements warm.Slot.
 type Slot struct {
 	p       *Provider
-	opts    SlotOptions
+	opts    compute.WarmOptions
 	shape   string
 	dir     string   // the slot's host directory
 	root    *os.File // O_PATH handle on dir/claim, the shared mount point, pinned at fill
@@ -97,9 +93,6 @@ const slotCgroup = "cgroup"
 // killed with -9, and [ReapSlots] leaves every slot whose hold is still locked.
 const slotHold = "hold"
 
-// SlotShape is the key a spec must share with a slot to run in it ([compute.SlotShape]).
-func SlotShape(s compute.Spec, o SlotOptions) string { return compute.SlotShape(s, o) }
-
 func underRoot(p, root string) bool {
 	return root != "" && (p == root || strings.HasPrefix(p, root+"/"))
 }
@@ -120,7 +113,7 @@ func (s *Slot) TaskID() string { return s.h.TaskID() }
 // are not bound now (their sources may not exist yet): the claim supplies them. Needs root
 // (the host mounts the claim's tree). With RunAs the slot starts as the cold run-as path
 // does, on a thread of its own, in a mount namespace that is a slave of the host's.
-func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions) (*Slot, error) {
+func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o compute.WarmOptions) (*Slot, error) {
 	v := tmpl
 	v.Files = nil // only their number counts: the slot makes its own pipes
 	if err := validateSpec(v); err != nil {
@@ -143,7 +136,7 @@ func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o SlotOptions
 	if err != nil {
 		return nil, fmt.Errorf("new warm slot: %w", err)
 	}
-	s := &Slot{p: p, opts: o, shape: SlotShape(tmpl, o), dir: dir, refs: 1}
+	s := &Slot{p: p, opts: o, shape: compute.SlotShape(tmpl, o), dir: dir, refs: 1}
 	if s.hold, err = lockHold(dir); err != nil {
 		s.cleanup()
 		return nil, fmt.Errorf("new warm slot: %w", err)
@@ -407,7 +400,7 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
-	if SlotShape(spec, s.opts) != s.shape {
+	if compute.SlotShape(spec, s.opts) != s.shape {
 		return nil, ErrSlotShape
 	}
 	if err := ctx.Err(); err != nil {

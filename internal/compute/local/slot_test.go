@@ -27,8 +27,8 @@ func requireSlots(t testing.TB) {
 	}
 }
 
-var slotOpts = func(t testing.TB) SlotOptions {
-	return SlotOptions{Dir: filepath.Join(t.TempDir(), "slots"), ClaimRoot: "/agora", PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}
+var slotOpts = func(t testing.TB) compute.WarmOptions {
+	return compute.WarmOptions{Dir: filepath.Join(t.TempDir(), "slots"), ClaimRoot: "/agora", PerDispatchEnv: []string{"AGORA_DISPATCH_ID"}}
 }
 
 // runInSlot starts s in slot and waits for it.
@@ -47,7 +47,7 @@ func runInSlot(t testing.TB, p *Provider, slot *Slot, s compute.Spec) result {
 	return result{exit: exit, stdout: out.String(), stderr: errOut.String()}
 }
 
-func newSlot(t testing.TB, p *Provider, tmpl compute.Spec, o SlotOptions) *Slot {
+func newSlot(t testing.TB, p *Provider, tmpl compute.Spec, o compute.WarmOptions) *Slot {
 	t.Helper()
 	s, err := p.NewSlot(t.Context(), tmpl, o)
 	if err != nil {
@@ -169,7 +169,7 @@ func TestSlot_ShapeMismatchRefused(t *testing.T) {
 			slot := newSlot(t, p, base, o)
 			spec := base
 			mut(&spec)
-			if SlotShape(spec, o) == slot.Shape() {
+			if compute.SlotShape(spec, o) == slot.Shape() {
 				t.Fatal("the shapes are equal")
 			}
 			if _, err := p.StartInSlot(t.Context(), slot, spec); !errors.Is(err, ErrSlotShape) {
@@ -332,7 +332,7 @@ func TestSlot_HolderHelper(t *testing.T) {
 		t.Skip("SKIP: helper process of TestSlot_KilledHolderNeverReused only")
 	}
 	p := newProvider(t, Options{})
-	slot := newSlot(t, p, compute.Spec{ID: "h", Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}}, SlotOptions{Dir: dir, ClaimRoot: "/agora"})
+	slot := newSlot(t, p, compute.Spec{ID: "h", Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}}, compute.WarmOptions{Dir: dir, ClaimRoot: "/agora"})
 	os.Stdout.WriteString(slot.Dir() + " " + slot.TaskID() + "\n")
 	agoratest.Hang() // until the test kills it
 }

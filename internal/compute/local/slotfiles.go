@@ -16,7 +16,7 @@ import (
 // A slot's claim files (proxy dispatches). A dispatch with the egress proxy binds its
 // stage's trust file over the system trust store, outside the claim root: as a bind of the
 // shape, its per-dispatch source would make every such dispatch miss its slot and start cold. A
-// place named in [SlotOptions.ClaimFiles] is bound instead, read-only as the cold bind is, to
+// place named in [compute.WarmOptions.ClaimFiles] is bound instead, read-only as the cold bind is, to
 // an empty file of the slot's own (in its directory, root's); the claim writes the dispatch's
 // file into it in place (the sandbox has that inode bound) before the sandbox is released.
 // Nothing in the slot can write it before: its bind is read-only from bwrap's start.

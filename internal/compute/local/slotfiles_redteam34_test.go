@@ -34,7 +34,7 @@ func rt34File(t *testing.T, body string) string {
 }
 
 // rt34Slot fills a slot whose template runs script with a claim file at rt34Place.
-func rt34Slot(t *testing.T, script string) (*Provider, SlotOptions, *Slot) {
+func rt34Slot(t *testing.T, script string) (*Provider, compute.WarmOptions, *Slot) {
 	t.Helper()
 	requireSlots(t)
 	p := newProvider(t, Options{})

@@ -34,10 +34,10 @@ func TestSlot_ClaimFileComesAtClaim(t *testing.T) {
 	script := `cat ` + place + `; echo; echo x >> ` + place + ` 2>/dev/null && echo write=ok || echo write=refused`
 	tmpl := spec(src("TEMPLATE-TRUST"), script)
 	claim := spec(src("CLAIM-TRUST"), script)
-	if SlotShape(tmpl, o) != SlotShape(claim, o) {
+	if compute.SlotShape(tmpl, o) != compute.SlotShape(claim, o) {
 		t.Fatal("two specs differing by their claim file's source have two shapes")
 	}
-	if w := spec(src("x"), script); SlotShape(func() compute.Spec { w.Binds[0].Writable = true; return w }(), o) == SlotShape(tmpl, o) {
+	if w := spec(src("x"), script); compute.SlotShape(func() compute.Spec { w.Binds[0].Writable = true; return w }(), o) == compute.SlotShape(tmpl, o) {
 		t.Fatal("a writable bind at a claim file place has a read-only one's shape")
 	}
 	slot := newSlot(t, p, tmpl, o)

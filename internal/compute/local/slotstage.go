@@ -11,7 +11,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// A slot that stages ahead (SlotOptions.Stage) makes at fill, besides its sandbox, the
+// A slot that stages ahead (compute.WarmOptions.Stage) makes at fill, besides its sandbox, the
 // host directories its claim's binds come from, in a stage of its own (its directory's
 // "stage", root's, 0700), with the disk quota mounted there first, and binds them into the
 // sandbox with the worker's binary in the one tree the prestarted command starts from. Then
@@ -27,12 +27,6 @@ import (
 // prestarted command, which waits on its claim pipe before it touches the claim root, so the
 // host's writes there race nothing (the same contract as a prestarted slot's).
 
-// SlotStage is the layout of a slot's stage ([compute.SlotStage]).
-type SlotStage = compute.SlotStage
-
-// Staged is a taken stage ([compute.Staged]).
-type Staged = compute.Staged
-
 type stagedDir struct {
 	path     string
 	dev, ino uint64
@@ -43,7 +37,7 @@ const stageDirName = "stage"
 
 // stageable says whether tmpl's claim binds are all served by o.Stage (the command's binary
 // aside, which a prestarted slot binds at fill anyway).
-func stageable(tmpl compute.Spec, o SlotOptions) bool {
+func stageable(tmpl compute.Spec, o compute.WarmOptions) bool {
 	if o.Stage == nil || o.PrestartEnv == "" || len(o.Stage.Dirs) == 0 {
 		return false
 	}
@@ -118,11 +112,11 @@ func (s *Slot) makeStage(tmpl compute.Spec) ([]compute.Bind, error) {
 // stage (and the slot's directory it lives in) stays until release is called, whatever
 // becomes of the slot: the dispatch may start cold on it. release removes them when the slot
 // is done too; it may be called more than once.
-func (s *Slot) TakeStage() (st Staged, release func(), ok bool) {
+func (s *Slot) TakeStage() (st compute.Staged, release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage == "" || s.taken || s.claimed {
-		return Staged{}, nil, false
+		return compute.Staged{}, nil, false
 	}
 	s.taken = true
 	s.refs++
@@ -131,7 +125,7 @@ func (s *Slot) TakeStage() (st Staged, release func(), ok bool) {
 		dirs[dst] = d.path
 	}
 	var once sync.Once
-	return Staged{Root: s.stage, Dirs: dirs}, func() { once.Do(s.unref) }, true
+	return compute.Staged{Root: s.stage, Dirs: dirs}, func() { once.Do(s.unref) }, true
 }
 
 // checkStaged refuses a claim of a staged slot unless the stage was taken and each of spec's

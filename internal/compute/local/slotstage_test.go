@@ -24,9 +24,9 @@ import (
 
 // stageOpts are prestartOpts whose slots stage /agora/ro and /agora/rw ahead, rw on a tmpfs
 // quota of quota bytes (as the dispatcher's disk quota).
-func stageOpts(t testing.TB, quota int64) SlotOptions {
+func stageOpts(t testing.TB, quota int64) compute.WarmOptions {
 	o := prestartOpts(t)
-	o.Stage = &SlotStage{Dirs: map[string]string{"/agora/ro": "ro", "/agora/rw": "q/rw"}, Quota: "q", Mount: func(dir string) error {
+	o.Stage = &compute.SlotStage{Dirs: map[string]string{"/agora/ro": "ro", "/agora/rw": "q/rw"}, Quota: "q", Mount: func(dir string) error {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return err
 		}
@@ -43,14 +43,14 @@ func stageTmpl(script string, runAs *compute.HostUser) compute.Spec {
 }
 
 // stagedSpec is tmpl bound to a taken stage's directories, as the dispatcher's spec is.
-func stagedSpec(tmpl compute.Spec, st Staged) compute.Spec {
+func stagedSpec(tmpl compute.Spec, st compute.Staged) compute.Spec {
 	s := tmpl
 	s.ID = "d1"
 	s.Binds = []compute.Bind{{Src: st.Dirs["/agora/ro"], Dst: "/agora/ro"}, {Src: st.Dirs["/agora/rw"], Dst: "/agora/rw", Writable: true}}
 	return s
 }
 
-func takeStage(t *testing.T, slot *Slot) (Staged, func()) {
+func takeStage(t *testing.T, slot *Slot) (compute.Staged, func()) {
 	t.Helper()
 	st, release, ok := slot.TakeStage()
 	if !ok {
@@ -171,7 +171,7 @@ func TestSlotStage_BelongsToOneDispatch(t *testing.T) {
 	})
 	t.Run("NotTaken", func(t *testing.T) {
 		slot := newSlot(t, p, tmpl, o)
-		dirs := Staged{Dirs: map[string]string{}}
+		dirs := compute.Staged{Dirs: map[string]string{}}
 		for dst, d := range slot.staged {
 			dirs.Dirs[dst] = d.path
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// A prestarted slot (SlotOptions.PrestartEnv) runs its command at fill, not at
+// A prestarted slot (compute.WarmOptions.PrestartEnv) runs its command at fill, not at
 // claim: the command's exec, its runtime's start and whatever it does before it needs its
 // job leave the claim path. What the command sees before its claim:
 //

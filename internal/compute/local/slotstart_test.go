@@ -19,7 +19,7 @@ import (
 // the command itself goes away before the claim.
 
 // prestartOpts are slotOpts with the command started at fill, its claim pipe in CLAIM_FD.
-func prestartOpts(t testing.TB) SlotOptions {
+func prestartOpts(t testing.TB) compute.WarmOptions {
 	o := slotOpts(t)
 	o.PrestartEnv = "CLAIM_FD"
 	return o

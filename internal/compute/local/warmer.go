@@ -12,7 +12,7 @@ import (
 // [Provider.NewSlot], Run [Provider.StartInSlotWith], Reap [ReapSlots] of the directory.
 type Warmer struct {
 	p    *Provider
-	opts SlotOptions
+	opts compute.WarmOptions
 }
 
 var (
@@ -32,7 +32,7 @@ func (p *Provider) Warmer(o compute.WarmOptions) (compute.Warmer, error) {
 }
 
 // Shape implements [compute.Warmer].
-func (w *Warmer) Shape(s compute.Spec) string { return SlotShape(s, w.opts) }
+func (w *Warmer) Shape(s compute.Spec) string { return compute.SlotShape(s, w.opts) }
 
 // Fill implements [compute.Warmer].
 func (w *Warmer) Fill(ctx context.Context, tmpl compute.Spec) (compute.WarmSlot, error) {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,15 +164,6 @@ func sendOn(t *testing.T, c net.Conn, br *bufio.Reader, raw string) (*http.Respo
 	}
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
-}
-
-func mustContain(t *testing.T, what, s string, subs ...string) {
-	t.Helper()
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			t.Fatalf("%s: %q does not contain %q", what, s, sub)
-		}
-	}
 }
 
 // dialProxy opens a plain connection to the proxy.

@@ -66,20 +66,6 @@ type Header struct {
 // ErrFenced wraps every refusal of a child's fence.
 var ErrFenced = errors.New("leader fence")
 
-// ParseHeader reads the fixed part of a fence file's contents b and the deadline word as it
-// stood. It refuses anything but one whole record with the magic and a valid duration in
-// (0, 1h].
-func ParseHeader(b []byte) (Header, int64, error) {
-	if len(b) != size {
-		return Header{}, 0, fmt.Errorf("%d bytes, want %d", len(b), size)
-	}
-	h, err := parseFixed(b[:offDead])
-	if err != nil {
-		return h, 0, err
-	}
-	return h, int64(binary.NativeEndian.Uint64(b[offDead:])), nil
-}
-
 // parseFixed reads the part before the deadline word, which no one writes after Create: a
 // check reads it plainly, and the word only atomically.
 func parseFixed(b []byte) (Header, error) {

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-
-	"github.com/agora-dev/agora/internal/grant"
 )
 
 // The plan's JSON Schema is generated from the decoder's own types (planDoc and what it
@@ -123,8 +121,6 @@ const durationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	lockType     = reflect.TypeFor[lockDoc]()
-	retryType    = reflect.TypeFor[retryDoc]()
-	grantType    = reflect.TypeFor[grant.Set]()
 )
 
 // JSONSchema is the plan format's JSON Schema, as a model reads it to write a plan.

@@ -20,17 +20,6 @@ func SystemShell(program string) bool {
 	return false
 }
 
-// CommandArgv returns the argv forms of a command line as codex reports it (see [ArgvForms]);
-// a line that is not one simple command of literal words ([shellwords.Split]) yields none,
-// which no grant allows.
-func CommandArgv(line string) [][]string {
-	argv, err := shellwords.Split(line)
-	if err != nil {
-		return nil
-	}
-	return ArgvForms(argv)
-}
-
 // ArgvForms returns the forms of a command codex runs (argv, as it execs it) in the order a
 // grant is matched against them:
 //
@@ -67,11 +56,4 @@ func ArgvAllowed(patterns []string, argv []string) bool {
 		}
 	}
 	return false
-}
-
-// CommandAllowed is [ArgvAllowed] of a command line as codex reports it, read by
-// [shellwords.Split]: a line it cannot read exactly is allowed by no grant.
-func CommandAllowed(patterns []string, line string) bool {
-	argv, err := shellwords.Split(line)
-	return err == nil && ArgvAllowed(patterns, argv)
 }

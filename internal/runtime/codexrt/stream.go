@@ -91,17 +91,12 @@ type event struct {
 	} `json:"error"`
 }
 
-// ParseStream reads codex's --json output to its end, copying each line to transcript (when
+// parseStream reads codex's --json output to its end, copying each line to transcript (when
 // not nil) and showing items to obs (when not nil). A line that is not exactly one JSON
 // event (see [Result.apply]) is an error naming its line number; nothing after it is shown
-// to obs, and ParseStream still reads to the end so codex is never blocked on a full pipe. It
-// returns [ErrNoTurn] when no turn ended.
-func ParseStream(r io.Reader, transcript io.Writer, obs Observer) (Result, error) {
-	return parseStream(r, transcript, obs, nil)
-}
-
-// parseStream is ParseStream; onErr, when not nil, is told of the first unreadable line as
-// soon as it is read (Run stops codex then: what it does next would go unseen).
+// to obs, and parseStream still reads to the end so codex is never blocked on a full pipe.
+// onErr, when not nil, is told of the first unreadable line as soon as it is read (Run stops
+// codex then: what it does next would go unseen). It returns [ErrNoTurn] when no turn ended.
 func parseStream(r io.Reader, transcript io.Writer, obs Observer, onErr func(error)) (Result, error) {
 	var res Result
 	var perr error

@@ -26,6 +26,3 @@ func mustJSON(t testing.TB, v any) string {
 
 // memAuditor keeps the gateway's records.
 type memAuditor = agentruntest.Auditor
-
-// startGateway runs the real gateway on a socket in a fresh directory, recording into a.
-func startGateway(t *testing.T, a *memAuditor) string { return agentruntest.StartGateway(t, a) }

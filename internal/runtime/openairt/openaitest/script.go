@@ -67,11 +67,6 @@ func CallTools(calls ...Call) Step {
 	return Func(func(Request) Reply { return Reply{ToolCalls: calls} })
 }
 
-// Fail is a step that answers an HTTP error with the API's error body.
-func Fail(status int, message string) Step {
-	return Func(func(Request) Reply { return Reply{Status: status, Message: message} })
-}
-
 // Repeat makes s answer every request from now on; steps after it are never reached.
 func Repeat(s Step) Step {
 	s.repeat = true
