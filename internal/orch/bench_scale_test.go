@@ -32,11 +32,16 @@ func (c *commitCount) Reattached(orch.Attempt)                      {}
 // orch serve sets (orch.MemoryLimitFor the tasks held), and reports tasks/s, the
 // dependency-to-fire p50 and p99, the time from the submission to the first task's fire (the
 // submission's own cost: validation, resolution, the run's rows), the commits made, the largest
-// live heap a collection found, the collector's share of the CPU used and the process's peak
-// RSS (the plan's parse included, as serve parses it at submit). The engine's cost per task
+// live heap a collection found, the collections made, the collector's share of the CPU used,
+// the process's CPU time (user and system) a task and the submission's share of it (up to the
+// first fire), and the process's peak RSS (the plan's parse included, as serve parses it at
+// submit). The -folded figures count up to the row log's last fold instead of the run's end:
+// the run's rows in the tables (a run of fewer commits than the fold's bound folds them all
+// after its end). The CPU a task is the figure a busy machine distorts least: wall-clock rates
+// move with what else runs, the CPU the process used much less. The engine's cost per task
 // must not grow with the run: the 100,000-task rate against the 10,000-task one, and the p99s,
 // are the figures to compare. ORCH_BENCH_FIXEDLIMIT=1 holds the limit at orch.MemoryLimit
-// instead, as a baseline.
+// instead, as a baseline; ORCH_BENCH_CPUPROFILE writes a CPU profile of each run.
 //
 //	go test -run '^$' -bench Scale -benchtime 1x -count 3 ./internal/orch
 func BenchmarkScale(b *testing.B) {
@@ -54,7 +59,8 @@ type timedExec struct {
 	t0             time.Time
 	index          func(taskID string) int
 	started, ended []atomic.Int64
-	n              atomic.Int64 // how many have started
+	n              atomic.Int64  // how many have started
+	firstCPU       time.Duration // the process's CPU time when the first task started
 }
 
 func newTimedExec(tasks int, index func(string) int) *timedExec {
@@ -64,7 +70,9 @@ func newTimedExec(tasks int, index func(string) int) *timedExec {
 func (x *timedExec) Start(ctx context.Context, a orch.Attempt, done func(orch.Outcome)) {
 	i := x.index(a.TaskID)
 	x.started[i].Store(int64(time.Since(x.t0)))
-	x.n.Add(1)
+	if x.n.Add(1) == 1 {
+		x.firstCPU = orch.ProcessCPU() // Start runs on the engine's goroutine, which waits for it
+	}
 	go func() {
 		x.ended[i].Store(int64(time.Since(x.t0)))
 		done(orch.Outcome{DispatchID: a.DispatchID, State: lifecycle.TaskSucceeded})
@@ -126,12 +134,21 @@ func benchLayered(b *testing.B, width, layers, lockNames int) {
 		stopProfile := heapProfileMidway(b, exec, tasks)
 		runtime.GC() // the plan's parse is the harness's: the heap watched starts without it
 		heap := watchHeap()
+		stopCPU := cpuProfileRun(b, tasks)
 		b.StartTimer()
+		cpu0 := orch.ProcessCPU()
 		exec.t0 = time.Now()
 		id := h.runToEnd(p)
 		stopProfile()
 		elapsed := time.Since(exec.t0)
-		liveMax, gcShare := heap()
+		cpu := orch.ProcessCPU() - cpu0
+		liveMax, gcShare, gcs := heap()
+		// The run's end is published before the row log's last records are folded into
+		// the tables (fold.go): a run of fewer commits than foldBound leaves all of its fold
+		// to after its end. Until the log is empty is the engine's whole work for the run.
+		h.waitFolded()
+		folded, cpuFolded := time.Since(exec.t0), orch.ProcessCPU()-cpu0
+		stopCPU()
 		r := h.wait(id)
 		b.StopTimer()
 		if r.State != lifecycle.RunSucceeded {
@@ -158,7 +175,12 @@ func benchLayered(b *testing.B, width, layers, lockNames int) {
 		b.ReportMetric(float64(first.Microseconds())/1000, "ms-to-first-fire")
 		b.ReportMetric(float64(commits.n.Load()), "commits")
 		b.ReportMetric(float64(liveMax)/1e6, "MB-live-heap-max")
+		b.ReportMetric(float64(gcs), "gcs")
 		b.ReportMetric(100*gcShare, "%-cpu-in-gc")
+		b.ReportMetric(float64(cpu.Microseconds())/float64(tasks), "cpu-us/task")
+		b.ReportMetric(float64((exec.firstCPU-cpu0).Microseconds())/float64(tasks), "cpu-us/task-submit")
+		b.ReportMetric(float64(tasks)/folded.Seconds(), "tasks/s-folded")
+		b.ReportMetric(float64(cpuFolded.Microseconds())/float64(tasks), "cpu-us/task-folded")
 		b.ReportMetric(rssMB("VmHWM:"), "MB-peak-rss")
 		h.stop()
 		os.RemoveAll(dir)
@@ -174,16 +196,17 @@ func profileAt(tasks int) int {
 }
 
 // watchHeap samples the live heap (as of the last collection) every 10 ms until the returned
-// func is called, which reports the largest sample and the collector's share of the CPU the
-// process used meanwhile. Nothing here forces a collection, so the run's timing is its own.
-func watchHeap() func() (liveMax uint64, gcShare float64) {
+// func is called, which reports the largest sample, the collector's share of the CPU the
+// process used meanwhile and the collections it completed. Nothing here forces a collection,
+// so the run's timing is its own.
+func watchHeap() func() (liveMax uint64, gcShare float64, gcs uint64) {
 	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/cpu/classes/gc/total:cpu-seconds"},
-		{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
-	cpu := func() (gc, used float64) {
+		{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	cpu := func() (gc, used float64, cycles uint64) {
 		metrics.Read(samples)
-		return samples[1].Value.Float64(), samples[2].Value.Float64() - samples[3].Value.Float64()
+		return samples[1].Value.Float64(), samples[2].Value.Float64() - samples[3].Value.Float64(), samples[4].Value.Uint64()
 	}
-	gc0, used0 := cpu()
+	gc0, used0, cycles0 := cpu()
 	var max atomic.Uint64
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -203,11 +226,11 @@ func watchHeap() func() (liveMax uint64, gcShare float64) {
 			}
 		}
 	}()
-	return func() (uint64, float64) {
+	return func() (uint64, float64, uint64) {
 		close(done)
 		<-stopped
-		gc1, used1 := cpu()
-		return max.Load(), (gc1 - gc0) / (used1 - used0)
+		gc1, used1, cycles1 := cpu()
+		return max.Load(), (gc1 - gc0) / (used1 - used0), cycles1 - cycles0
 	}
 }
 
@@ -247,4 +270,26 @@ func heapProfileMidway(b *testing.B, exec *timedExec, tasks int) func() {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// cpuProfileRun writes a CPU profile of one run, from its submission to its last fold, to
+// $ORCH_BENCH_CPUPROFILE.<tasks> (the plan's build and parse, which -test.cpuprofile would
+// count, left out); without the variable it does nothing. The returned func stops it.
+func cpuProfileRun(b *testing.B, tasks int) func() {
+	path := os.Getenv("ORCH_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path + "." + strconv.Itoa(tasks))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }

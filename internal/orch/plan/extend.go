@@ -303,8 +303,8 @@ type ResolvedFanOut struct {
 
 // resolveFanOut is fan-out task t resolved: it depends on its producer and on whatever its
 // template's tasks will depend on, so it is never done before they could be.
-func (p *Plan) resolveFanOut(t *Task, base *Retry, env []string) Resolved {
-	tmpl := p.resolveTask(&t.FanOut().Template, base, env)
+func (p *Plan) resolveFanOut(t *Task, base *Retry, env []string, l *lists) Resolved {
+	tmpl := p.resolveTask(&t.FanOut().Template, base, env, l)
 	d := append([]string{t.FanOut().From}, tmpl.Deps...)
 	slices.Sort(d)
 	// Retry is never used (the task fires nothing) but is set, as every resolved task's is.

@@ -78,15 +78,61 @@ func (p *Plan) Resolve() []Resolved {
 	// The tasks that inherit the defaults' env share one copy of it (never written, as
 	// nothing of a Resolved is), not one each.
 	env := slices.Clip(append([]string{}, p.Defaults.Env...))
+	l := newLists(p.Tasks)
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
 		if t.FanOut() != nil {
-			out[i] = p.resolveFanOut(t, base, env)
+			out[i] = p.resolveFanOut(t, base, env, l)
 			continue
 		}
-		out[i] = p.resolveTask(t, base, env)
+		out[i] = p.resolveTask(t, base, env, l)
 	}
 	return out
+}
+
+// lists holds the resolved tasks' Deps and Locks, one array each for the whole plan: a plan
+// of 100,000 tasks makes two objects for them instead of 200,000 small ones, which every
+// collection of the engine that keeps them while the run is open would mark one by one. Each
+// task's list is capped at its length, so an append to one never writes into the next.
+type lists struct {
+	deps  []string
+	locks []Lock
+}
+
+// newLists sizes the arrays for tasks: an array that turns out too small grows, and the lists
+// cut from it before stay where they are.
+func newLists(tasks []Task) *lists {
+	var deps, locks int
+	for i := range tasks {
+		t := &tasks[i]
+		deps += len(t.DependsOn) + len(t.Base()) + len(t.Needs())
+		locks += len(t.Locks)
+	}
+	return &lists{deps: make([]string, 0, deps), locks: make([]Lock, 0, locks)}
+}
+
+// depsOf is t's depends_on, base and every needs.from, without duplicates, sorted: never nil.
+func (l *lists) depsOf(t *Task) []string {
+	from := len(l.deps)
+	l.deps = append(l.deps, t.DependsOn...)
+	l.deps = append(l.deps, t.Base()...)
+	for _, n := range t.Needs() {
+		l.deps = append(l.deps, n.From)
+	}
+	slices.Sort(l.deps[from:])
+	l.deps = l.deps[:from+len(slices.Compact(l.deps[from:]))]
+	return l.deps[from:len(l.deps):len(l.deps)]
+}
+
+// locksOf is [effectiveLocks] of locks, cut from l's array.
+func (l *lists) locksOf(locks []Lock) []Lock {
+	if len(locks) == 0 {
+		return nil
+	}
+	from := len(l.locks)
+	l.locks = append(l.locks, locks...)
+	l.locks = l.locks[:from+len(sortLocks(l.locks[from:]))]
+	return l.locks[from:len(l.locks):len(l.locks)]
 }
 
 // cloneVerify is v with its default timeout applied, sharing nothing with the plan.
@@ -96,16 +142,16 @@ func cloneVerify(v *verdict.Spec) *verdict.Spec {
 }
 
 // resolveTask is t with the defaults applied; env is the defaults' env, copied, which a task
-// without its own shares.
-func (p *Plan) resolveTask(t *Task, base *Retry, env []string) Resolved {
+// without its own shares. Its Deps and Locks are cut from l.
+func (p *Plan) resolveTask(t *Task, base *Retry, env []string, l *lists) Resolved {
 	r := Resolved{
 		ID:       t.ID,
 		Subagent: t.Subagent,
 		Target:   t.Target,
 		Env:      t.Env,
 		Input:    t.Input,
-		Deps:     deps(t),
-		Locks:    effectiveLocks(t.Locks),
+		Deps:     l.depsOf(t),
+		Locks:    l.locksOf(t.Locks),
 		Retry:    base,
 		Timeout:  t.Timeout(),
 		Learn:    t.Learn(),
@@ -142,22 +188,18 @@ func (p *Plan) resolveTask(t *Task, base *Retry, env []string) Resolved {
 	return r
 }
 
-func deps(t *Task) []string {
-	d := make([]string, 0, len(t.DependsOn)+len(t.Base())+len(t.Needs()))
-	d = append(d, t.DependsOn...)
-	d = append(d, t.Base()...)
-	for _, n := range t.Needs() {
-		d = append(d, n.From)
-	}
-	slices.Sort(d)
-	return slices.Compact(d)
-}
-
+// effectiveLocks is one lock per name, exclusive when listed in both modes, sorted by name;
+// nil for none. locks is not written.
 func effectiveLocks(locks []Lock) []Lock {
 	if len(locks) == 0 {
 		return nil
 	}
-	out := slices.Clone(locks)
+	return sortLocks(slices.Clone(locks))
+}
+
+// sortLocks sorts locks in place to [effectiveLocks]'s order and returns the prefix that
+// keeps one lock per name.
+func sortLocks(out []Lock) []Lock {
 	// Sorting by name, exclusive first, keeps the exclusive entry of a name when compacting.
 	slices.SortFunc(out, func(a, b Lock) int {
 		if a.Name != b.Name {
