@@ -23,13 +23,7 @@ func TestNewDispatchRunCmd_Budget(t *testing.T) {
 		{args: []string{"--budget-tokens", "5000", "--budget-usd", "0.25", "--budget-calls", "9"}, want: budget.Budget{Tokens: 5000, USD: 0.25, ModelCalls: 9}},
 		{args: []string{"--budget-calls", "-1"}, wantErr: "budget model_calls -1"},
 	} {
-		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
-		var got *dispatchRunOptions
-		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
-		cmd.SetArgs(append([]string{"--subagent", "s"}, tt.args...))
-		cmd.SetOut(&bytes.Buffer{})
-		cmd.SetErr(&bytes.Buffer{})
-		err := cmd.Execute()
+		got, err := parseRun(append([]string{"--subagent", "s"}, tt.args...)...)
 		if tt.wantErr != "" {
 			if _, usage := err.(*cmdutil.UsageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%v: Execute = %v, want a usage error containing %q", tt.args, err, tt.wantErr)

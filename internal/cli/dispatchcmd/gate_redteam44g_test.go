@@ -1,7 +1,6 @@
 package dispatchcmd
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -33,13 +32,7 @@ func TestRedTeam44G_ChangesFlagTakesEachGlobWhole(t *testing.T) {
 		for _, c := range tt.changes {
 			args = append(args, "--changes", c)
 		}
-		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
-		var got *dispatchRunOptions
-		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
-		cmd.SetArgs(args)
-		cmd.SetOut(&bytes.Buffer{})
-		cmd.SetErr(&bytes.Buffer{})
-		err := cmd.Execute()
+		got, err := parseRun(args...)
 		if tt.wantErr != "" {
 			if _, usage := err.(*cmdutil.UsageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("--changes %q: Execute = %v, want a usage error containing %q", tt.changes, err, tt.wantErr)

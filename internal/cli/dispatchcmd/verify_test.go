@@ -44,13 +44,7 @@ func TestNewDispatchRunCmd_Verify(t *testing.T) {
 		{args: []string{"--verify", "true", "--verify-timeout", "0s"}, wantErr: "more than 0s"},
 		{args: []string{"--verify", "true", "--protect", "/etc/**"}, wantErr: "relative"},
 	} {
-		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, func(string) string { return "" })
-		var got *dispatchRunOptions
-		cmd := newDispatchRunCmd(f, func(o *dispatchRunOptions) error { got = o; return nil })
-		cmd.SetArgs(append([]string{"--subagent", "s"}, tt.args...))
-		cmd.SetOut(&bytes.Buffer{})
-		cmd.SetErr(&bytes.Buffer{})
-		err := cmd.Execute()
+		got, err := parseRun(append([]string{"--subagent", "s"}, tt.args...)...)
 		if tt.wantErr != "" {
 			if _, usage := err.(*cmdutil.UsageError); !usage || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%q: Execute = %v, want a usage error containing %q", tt.args, err, tt.wantErr)
