@@ -104,3 +104,36 @@ func TestPlan_Resolve_Copies(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPlan_Resolve_ListsEndAtTheirLength: the resolved tasks' deps and locks are cut from one
+// array each; each list is capped at its length, so an append to one task's list makes a
+// copy and never writes into the next task's.
+func TestPlan_Resolve_ListsEndAtTheirLength(t *testing.T) {
+	p := mustParse(t, `version: 1
+name: p
+tasks:
+  - {id: a, subagent: s, locks: [{name: x}]}
+  - {id: b, subagent: s, depends_on: [a], locks: [{name: y}]}
+  - {id: c, subagent: s, depends_on: [a, b], locks: [{name: z}]}
+`)
+	r := p.Resolve()
+	for i := range r {
+		if len(r[i].Deps) != cap(r[i].Deps) || len(r[i].Locks) != cap(r[i].Locks) {
+			t.Errorf("%s: deps len %d cap %d, locks len %d cap %d: want each capped at its length",
+				r[i].ID, len(r[i].Deps), cap(r[i].Deps), len(r[i].Locks), cap(r[i].Locks))
+		}
+	}
+	_ = append(r[0].Deps, "forged")
+	_ = append(r[1].Deps, "forged")
+	_ = append(r[0].Locks, plan.Lock{Name: "forged"})
+	_ = append(r[1].Locks, plan.Lock{Name: "forged"})
+	if diff := cmp.Diff([]string{"a"}, r[1].Deps); diff != "" {
+		t.Errorf("b's deps after appends to a's (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a", "b"}, r[2].Deps); diff != "" {
+		t.Errorf("c's deps after appends to b's (-want +got):\n%s", diff)
+	}
+	if r[1].Locks[0].Name != "y" || r[2].Locks[0].Name != "z" {
+		t.Errorf("locks after appends to earlier tasks': b %v, c %v", r[1].Locks, r[2].Locks)
+	}
+}
