@@ -1,6 +1,7 @@
 package gitexec_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,43 @@ func attackRepo(t *testing.T) (repo string, git func(...string) string, main, se
 	git("checkout", "-q", "main")
 	git("branch", "-q", "-D", "secret")
 	return repo, git, main, secret
+}
+
+// TestAttack_RevisionRefCommitIsExact: RefCommit resolves only a ref that exists under exactly
+// the name given: not git describe's NAME-gHEX (which rev-parse takes for the abbreviated id
+// HEX), not a short name, not revision syntax, not an option.
+func TestAttack_RevisionRefCommitIsExact(t *testing.T) {
+	repo, git, main, secret := attackRepo(t)
+	for _, c := range []struct{ ref, want string }{
+		{"refs/heads/main", main},
+		{"refs/tags/v1", main},
+	} {
+		if got, err := gitexec.RefCommit(t.Context(), repo, c.ref); err != nil || got != c.want {
+			t.Errorf("RefCommit(%s) = %q, %v; want %s", c.ref, got, err, c.want)
+		}
+	}
+	// rev-parse does hand out the secret commit for a describe-like name: the hole RefCommit
+	// closes.
+	if got, err := gitexec.Commit(t.Context(), repo, "refs/heads/x-g"+secret[:7]); err != nil || got != secret {
+		t.Logf("git no longer reads refs/heads/x-gHEX as an abbreviation (got %q, %v)", got, err)
+	}
+	git("update-ref", "refs/tags/tree", git("rev-parse", "main^{tree}"))
+	for _, ref := range []string{
+		"refs/heads/x-g" + secret[:7], "refs/tags/v1-g" + secret, "refs/heads/main-g" + secret[:4],
+		"refs/heads/" + secret[:7], "refs/heads/" + secret, "refs/heads/main^0", "refs/heads/main~0", "refs/heads/main@{1}",
+		"refs/heads", "refs/heads/", "refs/heads/ma", "refs/tags/tree", "refs/heads/main:", "refs/heads/main\n",
+	} {
+		got, err := gitexec.RefCommit(t.Context(), repo, ref)
+		if err == nil || !errors.Is(err, gitexec.ErrNoCommit) {
+			t.Errorf("RefCommit(%q) = %q, %v; want ErrNoCommit", ref, got, err)
+		}
+	}
+	for _, ref := range []string{"", "main", "HEAD", secret, "-", "--all", "--upload-pack=touch x", " refs/heads/main", "heads/main"} {
+		got, err := gitexec.RefCommit(t.Context(), repo, ref)
+		if !errors.As(err, new(*gitexec.RefusedRevisionError)) {
+			t.Errorf("RefCommit(%q) = %q, %v; want it refused before git runs", ref, got, err)
+		}
+	}
 }
 
 // TestAttack_RevisionOptionInjection: a person's revision never reaches git as an option: a
@@ -91,6 +129,9 @@ func TestAttack_RevisionCallerEnvironment(t *testing.T) {
 		if got, err := gitexec.Commit(t.Context(), repo, id); err == nil {
 			t.Errorf("the other repository's commit %s resolved to %s", id, got)
 		}
+	}
+	if _, err := gitexec.RefCommit(t.Context(), repo, "refs/heads/main"); err != nil {
+		t.Error(err)
 	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("a program named in the environment's git config ran")

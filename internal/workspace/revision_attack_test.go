@@ -61,6 +61,29 @@ func refused(t *testing.T, w workspace.Workspace, rev string) {
 	}
 }
 
+// TestAttack_RevisionDescribeNameReachesAnyCommit: git rev-parse takes a name it cannot find
+// in the form NAME-gHEX (git describe's output) as the abbreviated id HEX, so a name the
+// patterns allow but no ref has (release/x-gHEX, vHEX-gHEX) would hand out any commit in the
+// object store: another branch's, a hidden ref's, the stash's, a deleted branch's. Only a ref
+// that exists under the allowed name resolves.
+func TestAttack_RevisionDescribeNameReachesAnyCommit(t *testing.T) {
+	r := newRepo(t)
+	s := secrets(t, r)
+	app := ws(r, "main", "release/*", "v*")
+	for what, id := range map[string]string{"a forbidden branch's": r.Feature, "a dangling": r.Dangling,
+		"the secret branch's": s["branch"], "a hidden ref's": s["hidden"], "the stash's": s["stash"],
+		"the reflog's": s["reflog"], "a forbidden tag's": s["tag"]} {
+		for _, rev := range []string{"release/x-g" + id[:12], "v9-g" + id[:7], "release/1-g" + id} {
+			t.Run(what+" "+rev, func(t *testing.T) { refused(t, app, rev) })
+		}
+	}
+	// The same name as an existing ref still resolves to that ref.
+	run(t, r.Dir, "branch", "release/2-g"+r.Feature[:8], r.Release)
+	if got, err := workspace.Resolve(t.Context(), app, "release/2-g"+r.Feature[:8]); err != nil || got != r.Release {
+		t.Errorf("an existing branch named like describe output: got %s, %v; want %s", got, err, r.Release)
+	}
+}
+
 // TestAttack_RevisionSyntaxIsRefused: every piece of revision syntax that walks, searches,
 // names a reflog, another ref namespace, a path or an option is refused before git sees it,
 // even by a workspace whose patterns allow every one- to three-level name.

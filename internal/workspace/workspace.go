@@ -5,8 +5,8 @@
 // It runs on the host side and runs git there, with the user's and the system's
 // configuration, hooks, the fsmonitor and replace refs switched off, and never hands git a
 // string it could read as revision syntax or an option: revisions are parsed first
-// ([catalog.ParseRevision]) and only full ref names (refs/heads/R, refs/tags/R) and full
-// commit ids reach it. Its errors are meant for the caller who named the workspace, an AI
+// ([catalog.ParseRevision]) and only full ref names (refs/heads/R, refs/tags/R, looked up
+// exactly: [gitexec.RefCommit]) and full commit ids reach it. Its errors are meant for the caller who named the workspace, an AI
 // among them: they name the workspace and its allowed patterns, and MUST NOT name the
 // repository's path.
 package workspace
@@ -135,8 +135,10 @@ func Resolve(ctx context.Context, ws Workspace, rev string) (string, error) {
 	if !catalog.MatchRevision(ws.Doc.Revisions, r.Name) {
 		return "", refuse(rev, "is not allowed")
 	}
+	// RefCommit, not Commit: rev-parse would take an allowed name that no ref has, written
+	// as git describe writes (release/x-gHEX), for any commit whose id starts with HEX.
 	for _, full := range []string{"refs/heads/" + r.Name, "refs/tags/" + r.Name} {
-		if c, err := gitexec.Commit(ctx, repo, full); err == nil {
+		if c, err := gitexec.RefCommit(ctx, repo, full); err == nil {
 			return c, nil
 		}
 	}
