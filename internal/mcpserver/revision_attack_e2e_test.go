@@ -1,0 +1,75 @@
+package mcpserver_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestAttack_RevisionOverMCP: over the official SDK client against the real binary, an MCP
+// client allowed main and release/* cannot reach a forbidden branch's commit by naming an
+// allowed ref that does not exist in git describe's form (release/x-gHEX, which rev-parse
+// reads as the abbreviated id HEX), nor by an abbreviated id or revision syntax: neither as
+// agora_dispatch's revision nor as a plan's revision through agora_orchestrator_submit. Each
+// is refused by name, no answer names the repository's path, and nothing is recorded.
+func TestAttack_RevisionOverMCP(t *testing.T) {
+	requireSandbox(t)
+	home := newHome(t)
+	repo, commits := gitRepo(t)
+	agora(t, home, nil, "workspace", "register", "app", "--repo", repo, "--revision", "main", "--revision", "release/*")
+	serveOrch(t, home)
+	cmd := exec.Command(agoraBin, "mcp", "--ceiling", "orchestrate")
+	cmd.Env = baseEnv(home)
+	cs, err := newClient().Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+
+	secret := commits["feature/x"]
+	var before []json.RawMessage
+	json.Unmarshal(agora(t, home, nil, "dispatch", "list", "-o", "json"), &before)
+	for _, tt := range []struct{ rev, want string }{
+		{"release/x-g" + secret[:10], `revision "release/x-g` + secret[:10] + `" is neither a branch nor a tag`},
+		{"release/1-g" + secret, "is neither a branch nor a tag"},
+		{"release/" + secret[:12], "is neither a branch nor a tag"},
+		{secret, "is not reachable from any branch or tag the workspace allows"},
+		{"main^{/feature}", `argument "revision" is not a branch, tag or full commit id`},
+		{"release/1@{-1}", `argument "revision" is not a branch, tag or full commit id`},
+	} {
+		res := call(t, cs, "agora_dispatch", map[string]any{"subagent": "writer", "envs": []string{"demo"},
+			"workspace": "app", "revision": tt.rev})
+		if !res.IsError || !strings.Contains(text(res), tt.want) {
+			t.Errorf("agora_dispatch at %q: got %q, want a refusal containing %q", tt.rev, text(res), tt.want)
+		}
+		if strings.Contains(text(res), repo) || strings.Contains(text(res), "secret-app") {
+			t.Errorf("agora_dispatch at %q: the refusal names the repository: %s", tt.rev, text(res))
+		}
+	}
+	var after []json.RawMessage
+	json.Unmarshal(agora(t, home, nil, "dispatch", "list", "-o", "json"), &after)
+	if len(after) != len(before) {
+		t.Errorf("refused dispatches left %d records", len(after)-len(before))
+	}
+
+	for _, rev := range []string{"release/x-g" + secret[:10], "main-g" + secret[:7]} {
+		plan := map[string]any{"version": 1, "name": "describe-attack", "workspace": "app", "revision": rev,
+			"tasks": []any{map[string]any{"id": "a", "subagent": "writer", "env": []string{"demo"}}}}
+		res := call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan})
+		got := text(res)
+		if !res.IsError || !strings.Contains(got, "is neither a branch nor a tag") && !strings.Contains(got, "is not allowed") {
+			t.Errorf("a plan at %q: got %q, want it refused", rev, got)
+		}
+		if strings.Contains(got, secret) || strings.Contains(got, repo) || strings.Contains(got, "secret-app") {
+			t.Errorf("a plan at %q: the answer names the commit or the repository: %s", rev, got)
+		}
+	}
+	var runs []json.RawMessage
+	json.Unmarshal(agora(t, home, nil, "orch", "runs", "-o", "json"), &runs)
+	if len(runs) != 0 {
+		t.Errorf("refused plans left %d runs", len(runs))
+	}
+}
