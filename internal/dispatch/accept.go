@@ -62,6 +62,9 @@ type Request struct {
 	// Workspace names a workspace of the catalog (NAME or NAME@sha256:HEX) instead of Repo:
 	// the dispatch works on its repository at Revision, which the workspace must allow.
 	Workspace string
+	// CurrentWorkspace marks a caller that may name only the workspace's current version (an
+	// MCP client): a superseded or retired one is refused ([workspace.LookupCurrent]).
+	CurrentWorkspace bool
 
 	// Traceparent is the W3C traceparent the dispatch's span is a child of (a task's span);
 	// "" takes the span in Accept's context, if any. A malformed one is ignored.
@@ -197,7 +200,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	case req.Workspace != "" && req.Repo != "":
 		return nil, reqErr("a dispatch names a workspace or a repository, not both")
 	case req.Workspace != "":
-		if wsRef, repo, rev, err = d.resolveWorkspace(ctx, req.Workspace, req.Revision); err != nil {
+		if wsRef, repo, rev, err = d.resolveWorkspace(ctx, req.Workspace, req.Revision, req.CurrentWorkspace); err != nil {
 			return nil, err
 		}
 	case req.Repo != "":
@@ -388,9 +391,14 @@ func approveList(rules []grant.ApproveRule) string {
 }
 
 // resolveWorkspace pins the workspace ref names to its version and rev to a commit the
-// workspace allows. Its refusals are [RequestError]s that name the workspace, never its path.
-func (d *Dispatcher) resolveWorkspace(ctx context.Context, ref, rev string) (wsRef, repo, commit string, err error) {
-	ws, err := workspace.Lookup(ctx, d.Catalog, ref)
+// workspace allows; with current, the version must be the workspace's current one. Its
+// refusals are [RequestError]s that name the workspace, never its path.
+func (d *Dispatcher) resolveWorkspace(ctx context.Context, ref, rev string, current bool) (wsRef, repo, commit string, err error) {
+	lookup := workspace.Lookup
+	if current {
+		lookup = workspace.LookupCurrent
+	}
+	ws, err := lookup(ctx, d.Catalog, ref)
 	if err != nil {
 		return "", "", "", &RequestError{Err: err}
 	}
@@ -441,9 +449,10 @@ func gitCmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
 
 // PinWorkspace pins the workspace ref names to its version and rev ("" means its default) to a
 // commit the workspace allows: what a run of a plan on it records, so every task sees one tree.
+// A plan starts new work, so a version it names must be the workspace's current one.
 // Refusals name the workspace, never its path.
 func (d *Dispatcher) PinWorkspace(ctx context.Context, ref, rev string) (wsRef, commit string, err error) {
-	wsRef, _, commit, err = d.resolveWorkspace(ctx, ref, rev)
+	wsRef, _, commit, err = d.resolveWorkspace(ctx, ref, rev, true)
 	return wsRef, commit, err
 }
 

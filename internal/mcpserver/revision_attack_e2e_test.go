@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"encoding/json"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -65,6 +66,73 @@ func TestAttack_RevisionOverMCP(t *testing.T) {
 		}
 		if strings.Contains(got, secret) || strings.Contains(got, repo) || strings.Contains(got, "secret-app") {
 			t.Errorf("a plan at %q: the answer names the commit or the repository: %s", rev, got)
+		}
+	}
+	var runs []json.RawMessage
+	json.Unmarshal(agora(t, home, nil, "orch", "runs", "-o", "json"), &runs)
+	if len(runs) != 0 {
+		t.Errorf("refused plans left %d runs", len(runs))
+	}
+}
+
+// TestAttack_RevisionSupersededWorkspaceOverMCP: an MCP client that saw a workspace's version
+// in its own dispatch record (app@sha256:OLD) cannot keep using that version after people
+// narrowed the workspace's revisions, as agora_dispatch's workspace or as a plan's, nor any
+// version after they retired it: new work starts only from the workspace as registered now.
+// The current version pinned by digest still works.
+func TestAttack_RevisionSupersededWorkspaceOverMCP(t *testing.T) {
+	requireSandbox(t)
+	home := newHome(t)
+	repo, commits := gitRepo(t)
+	agora(t, home, nil, "workspace", "register", "app", "--repo", repo, "--revision", "main", "--revision", "feature/*")
+	serveOrch(t, home)
+	cmd := exec.Command(agoraBin, "mcp", "--ceiling", "orchestrate")
+	cmd.Env = baseEnv(home)
+	cs, err := newClient().Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	dispatchAt := func(ws, rev string) *mcp.CallToolResult {
+		return call(t, cs, "agora_dispatch", map[string]any{"subagent": "writer", "envs": []string{"demo"},
+			"workspace": ws, "revision": rev, "wait_seconds": 120})
+	}
+	var out dispatchOut
+	decode(t, dispatchAt("app", "feature/x"), &out)
+	old := out.Dispatch.Workspace
+	if !strings.HasPrefix(old, "app@sha256:") || out.Dispatch.Revision != commits["feature/x"] {
+		t.Fatalf("dispatch on feature/x = %+v", out.Dispatch)
+	}
+
+	// People narrow the workspace: feature branches are off limits from now on.
+	agora(t, home, nil, "workspace", "register", "app", "--repo", repo, "--revision", "main")
+	for _, rev := range []string{"feature/x", commits["feature/x"], "main"} {
+		res := dispatchAt(old, rev)
+		if !res.IsError || !strings.Contains(text(res), "is not its current one") {
+			t.Errorf("the superseded version %s at %q: got %.300s, want it refused", old, rev, text(res))
+		}
+	}
+	plan := map[string]any{"version": 1, "name": "old-pin", "workspace": old, "revision": "feature/x",
+		"tasks": []any{map[string]any{"id": "a", "subagent": "writer", "env": []string{"demo"}}}}
+	if res := call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}); !res.IsError || !strings.Contains(text(res), "is not its current one") {
+		t.Errorf("a plan on the superseded version: got %.300s, want it refused", text(res))
+	}
+	decode(t, dispatchAt("app", "main"), &out)
+	cur := out.Dispatch.Workspace
+	if cur == old || out.Dispatch.Revision != commits["main"] {
+		t.Fatalf("dispatch on main = %+v", out.Dispatch)
+	}
+	decode(t, dispatchAt(cur, "main"), &out)
+	if out.Dispatch.Workspace != cur {
+		t.Errorf("the current version pinned: %+v", out.Dispatch)
+	}
+
+	// People retire it: no version of it starts work.
+	src, _ := filepath.Abs("testdata/catalog/agora-manifest.yaml")
+	agora(t, home, []string{"DEMO_TOKEN=" + secretCanary}, "apply", "-f", src, "--prune")
+	for _, ref := range []string{old, cur, "app"} {
+		if res := dispatchAt(ref, "main"); !res.IsError || !strings.Contains(text(res), `workspace "app" not found`) {
+			t.Errorf("the retired workspace as %s: got %.300s, want it refused", ref, text(res))
 		}
 	}
 	var runs []json.RawMessage

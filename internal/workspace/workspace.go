@@ -57,6 +57,26 @@ func Lookup(ctx context.Context, r Reader, ref string) (Workspace, error) {
 	return Workspace{Name: v.Name, Digest: v.Digest, Doc: doc}, nil
 }
 
+// LookupCurrent is [Lookup] for a caller that starts new work on the workspace as people
+// registered it now (an MCP client, a plan): a pinned version (NAME@sha256:HEX) is refused
+// unless it is the workspace's current one, so neither a superseded version (its wider
+// revision patterns, its other repository) nor a retired workspace starts anything. Work
+// that inherits its version (a resumed dispatch's child, a run's tasks) uses Lookup.
+func LookupCurrent(ctx context.Context, r Reader, ref string) (Workspace, error) {
+	ws, err := Lookup(ctx, r, ref)
+	if err != nil || !strings.Contains(ref, "@") {
+		return ws, err
+	}
+	cur, err := r.Resolve(ctx, catalog.KindWorkspace, ws.Name)
+	if err != nil {
+		return Workspace{}, err // retired: not found, with the known names
+	}
+	if cur.Digest != ws.Digest {
+		return Workspace{}, fmt.Errorf("workspace %q: version %s is not its current one (people changed it since); name the workspace without a version", ws.Name, ws.Digest)
+	}
+	return ws, nil
+}
+
 // RevisionError is a revision a workspace does not allow or its repository does not have.
 // Its message names the workspace and its patterns, never the repository's path.
 type RevisionError struct {
