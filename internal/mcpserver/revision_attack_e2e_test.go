@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -139,5 +140,69 @@ func TestAttack_RevisionSupersededWorkspaceOverMCP(t *testing.T) {
 	json.Unmarshal(agora(t, home, nil, "orch", "runs", "-o", "json"), &runs)
 	if len(runs) != 0 {
 		t.Errorf("refused plans left %d runs", len(runs))
+	}
+}
+
+// TestAttack_RevisionOnTheCLI: the real binary, as a person or a script handed a revision
+// would run it. A workspace revision in git describe's form reaches no commit; a repository
+// revision that starts with '-' is refused before git runs, and one that hides an option after
+// a space, a tab or a newline names no commit and makes git write nothing; a plan file naming
+// a describe-like revision or a superseded workspace version is refused at submit.
+func TestAttack_RevisionOnTheCLI(t *testing.T) {
+	requireSandbox(t)
+	home := newHome(t)
+	repo, commits := gitRepo(t)
+	agora(t, home, nil, "workspace", "register", "app", "--repo", repo, "--revision", "main", "--revision", "release/*")
+	secret := commits["feature/x"]
+	written := filepath.Join(t.TempDir(), "written")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workspace", "app@release/x-g" + secret[:10]}, "is neither a branch nor a tag"},
+		{[]string{"--workspace", "app@release/1-g" + secret}, "is neither a branch nor a tag"},
+		{[]string{"--repo", repo + "@--output=" + written}, "may not start with '-'"},
+		{[]string{"--repo", repo + "@--upload-pack=touch " + written}, "may not start with '-'"},
+		{[]string{"--repo", repo + "@ --output=" + written}, "not found"},
+		{[]string{"--repo", repo + "@\t--output=" + written}, "not found"},
+		{[]string{"--repo", repo + "@main --output=" + written}, "not found"},
+		{[]string{"--repo", repo + "@main\n--output=" + written}, "not found"},
+	} {
+		msg, code := cliError(t, home, append([]string{"dispatch", "run", "--subagent", "writer", "--env", "demo"}, tt.args...)...)
+		if code == 0 || !strings.Contains(msg, tt.want) {
+			t.Errorf("dispatch run %q: exit %d, %q; want an error containing %q", tt.args, code, msg, tt.want)
+		}
+		if !strings.Contains(strings.Join(tt.args, " "), secret) && strings.Contains(msg, secret) {
+			t.Errorf("dispatch run %q: the error names the forbidden commit: %s", tt.args, msg)
+		}
+	}
+	if _, err := os.Stat(written); err == nil {
+		t.Error("a revision made git write a file")
+	}
+	var list []json.RawMessage
+	json.Unmarshal(agora(t, home, nil, "dispatch", "list", "-o", "json"), &list)
+	if len(list) != 0 {
+		t.Errorf("refused dispatches left %d records", len(list))
+	}
+
+	serveOrch(t, home)
+	old := strings.TrimSpace(string(agora(t, home, nil, "workspace", "show", "app", "-o", "json")))
+	var shown struct{ Digest string }
+	if err := json.Unmarshal([]byte(old), &shown); err != nil || shown.Digest == "" {
+		t.Fatalf("workspace show: %v\n%s", err, old)
+	}
+	agora(t, home, nil, "workspace", "register", "app", "--repo", repo, "--revision", "main")
+	dir := t.TempDir()
+	for _, tt := range []struct{ ws, rev, want string }{
+		{"app", "release/x-g" + secret[:10], "is not allowed"},
+		{"app", "main-g" + secret[:10], "is not allowed"},
+		{"app@" + shown.Digest, "release/1", "is not its current one"},
+	} {
+		p := filepath.Join(dir, "plan.yaml")
+		os.WriteFile(p, []byte("version: 1\nname: attack\nworkspace: '"+tt.ws+"'\nrevision: '"+tt.rev+"'\ntasks: [{id: a, subagent: writer, env: [demo]}]\n"), 0o644)
+		msg, code := cliError(t, home, "orch", "submit", p)
+		if code == 0 || !strings.Contains(msg, tt.want) {
+			t.Errorf("orch submit with workspace %s at %q: exit %d, %q; want an error containing %q", tt.ws, tt.rev, code, msg, tt.want)
+		}
 	}
 }
