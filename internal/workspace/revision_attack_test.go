@@ -181,7 +181,7 @@ func TestAttack_RevisionCallerEnvironment(t *testing.T) {
 	}
 	refused(t, app, "secret/s")
 	refused(t, app, s["branch"])
-	refused(t, app, other.Main)
+	refused(t, app, s["hidden"])
 	if _, err := os.Stat(hook); err == nil {
 		t.Error("a program named in the environment's git config ran")
 	}
@@ -201,5 +201,35 @@ func TestAttack_RevisionRepositoryGone(t *testing.T) {
 	w.Doc.Repo = filepath.Join(t.TempDir(), "removed")
 	for _, rev := range []string{"main", outer.Main} {
 		t.Run("removed "+rev, func(t *testing.T) { refused(t, w, rev) })
+	}
+}
+
+// TestAttack_RevisionPackedRefsAndAlternates: the exact lookup finds refs that live only in
+// packed-refs (and a describe-like name is still refused there), and a repository that
+// borrows another's objects (objects/info/alternates, as git clone --reference makes) hands
+// out none of that repository's commits: not by full id, not by a describe-like name.
+func TestAttack_RevisionPackedRefsAndAlternates(t *testing.T) {
+	r := newRepo(t)
+	run(t, r.Dir, "pack-refs", "--all", "--prune")
+	if _, err := os.Stat(filepath.Join(r.Dir, ".git", "refs", "heads", "main")); err == nil {
+		t.Fatal("main is still a loose ref")
+	}
+	app := ws(r, "main", "release/*", "v*")
+	for rev, want := range map[string]string{"main": r.Main, "release/1": r.Release, "v1.0": r.MainParent} {
+		if got, err := workspace.Resolve(t.Context(), app, rev); err != nil || got != want {
+			t.Errorf("packed %s: got %s, %v; want %s", rev, got, err, want)
+		}
+	}
+	refused(t, app, "release/x-g"+r.Feature[:10])
+
+	other := newRepo(t)
+	s := secrets(t, other)
+	os.WriteFile(filepath.Join(r.Dir, ".git", "objects", "info", "alternates"), []byte(filepath.Join(other.Dir, ".git", "objects")+"\n"), 0o644)
+	// Only the secrets are the other repository's own: two repositories newRepo made in the
+	// same second have the same commits.
+	for _, id := range []string{s["branch"], s["hidden"], s["stash"], s["reflog"], s["tag"]} {
+		refused(t, app, id)
+		refused(t, app, "release/x-g"+id[:10])
+		refused(t, app, "v9-g"+id[:7])
 	}
 }
