@@ -6,9 +6,9 @@
 // configuration, hooks, the fsmonitor and replace refs switched off, and never hands git a
 // string it could read as revision syntax or an option: revisions are parsed first
 // ([catalog.ParseRevision]) and only full ref names (refs/heads/R, refs/tags/R, looked up
-// exactly: [gitexec.RefCommit]) and full commit ids reach it. Its errors are meant for the caller who named the workspace, an AI
-// among them: they name the workspace and its allowed patterns, and MUST NOT name the
-// repository's path.
+// exactly: [gitexec.RefCommit]) and full commit ids reach it. Its errors are meant for the
+// caller who named the workspace, an AI among them: they name the workspace and its allowed
+// patterns, and MUST NOT name the repository's path.
 package workspace
 
 import (
