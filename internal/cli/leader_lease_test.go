@@ -20,6 +20,22 @@ import (
 	"github.com/agora-dev/agora/internal/store"
 )
 
+// testLease is the lease duration of the tests' replicas. A leader renews every fifth of it,
+// gives each renew (its Get and its Update, and a standby each try to take over) that fifth,
+// and gives up after two thirds of it without one. With 3 s that is 600 ms a try and 2 s
+// without a renew: a loaded machine (the apiserver and the -race agora both short of CPU)
+// stalls that long, and then the leader stops mid-test and its standby takes over unbidden.
+// 10 s, the default, gives each try 2 s and a leader 6.7 s. Nothing the tests prove (a standby
+// never serves, a takeover restores, a fenced leader stops writing) needs a short lease; it
+// costs each takeover by SIGSTOP or SIGKILL the 7 s more that the standby waits out.
+const testLease = 10 * time.Second
+
+// leaderYAML is agora.yaml's leader: for identity id on w's Lease.
+func (w *leaseWorld) leaderYAML(id string) string {
+	return fmt.Sprintf("leader: {lease: %s, namespace: %s, kubeconfig: %s, identity: %s, duration: %s}\n",
+		w.lease, w.cluster.Namespace, w.cluster.Kubeconfig, id, testLease)
+}
+
 // leaseWorld is two replicas' homes on one Lease of a real control plane.
 type leaseWorld struct {
 	t       *testing.T
@@ -59,9 +75,7 @@ func (w *leaseWorld) must(env map[string]string, args ...string) string {
 func (w *leaseWorld) home(id, extra string) map[string]string {
 	env := map[string]string{"AGORA_HOME": filepath.Join(w.dir, id), "HOME": w.dir, "USER": "tester"}
 	w.must(env, "init")
-	yaml := fmt.Sprintf("leader: {lease: %s, namespace: %s, kubeconfig: %s, identity: %s, duration: 3s}\n",
-		w.lease, w.cluster.Namespace, w.cluster.Kubeconfig, id) + extra
-	writeFiles(w.t, map[string]string{filepath.Join(env["AGORA_HOME"], "agora.yaml"): yaml})
+	writeFiles(w.t, map[string]string{filepath.Join(env["AGORA_HOME"], "agora.yaml"): w.leaderYAML(id) + extra})
 	return env
 }
 
@@ -208,7 +222,7 @@ func TestLeaderLease_FencedAfterTakeover(t *testing.T) {
 	stopped := time.Now()
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	took := w.waitLog(b, "leader: holding lease")
-	t.Logf("takeover: b leads %s after a was stopped (lease duration 3s)", took.Sub(stopped).Round(time.Millisecond))
+	t.Logf("takeover: b leads %s after a was stopped (lease duration %s)", took.Sub(stopped).Round(time.Millisecond), testLease)
 	before, bucketBefore := fingerprint(t, envA["AGORA_HOME"]), objs()
 	submit := w.cmd(envA, "orch", "submit", plan)
 	var submitOut bytes.Buffer

@@ -44,8 +44,8 @@ func TestLeaderLease_TakeoverRestores(t *testing.T) {
 	took := w.waitLog(b, "leader: holding lease")
 	w.waitLog(b, "restored orch.db from the replica")
 	serving := w.waitLog(b, "orchestrator serving on")
-	t.Logf("takeover after SIGKILL: b leads after %s, serves the restored home after %s (lease duration 3s)",
-		took.Sub(killed).Round(time.Millisecond), serving.Sub(killed).Round(time.Millisecond))
+	t.Logf("takeover after SIGKILL: b leads after %s, serves the restored home after %s (lease duration %s)",
+		took.Sub(killed).Round(time.Millisecond), serving.Sub(killed).Round(time.Millisecond), testLease)
 	r := d.waitEnded(envB, id, 2*time.Minute, b.log)
 	if r.State != "succeeded" {
 		t.Fatalf("b did not finish the run: %+v\n%s", r, b.log())
@@ -84,15 +84,12 @@ func TestLeaderLease_TakeoverRestores(t *testing.T) {
 // takeoverHomes makes a's home (d.setUp: replicate.s3, blobs.s3, the subagents) and b's as a
 // copy of it, each with leader: on w's Lease under its own identity.
 func takeoverHomes(t *testing.T, w *leaseWorld, d *drill) (envA, envB map[string]string, plan string) {
-	dir, c := w.dir, w.cluster
+	dir := w.dir
 	envA = map[string]string{"AGORA_HOME": filepath.Join(dir, "a"), "HOME": dir, "USER": "tester"}
 	plan = d.setUp(envA) // replicate.s3 (lag 200ms) and blobs.s3, subagents quick and slow
 	shared, err := os.ReadFile(filepath.Join(envA["AGORA_HOME"], "agora.yaml"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	leader := func(id string) string {
-		return fmt.Sprintf("leader: {lease: %s, namespace: %s, kubeconfig: %s, identity: %s, duration: 3s}\n", w.lease, c.Namespace, c.Kubeconfig, id)
 	}
 	// b is a copy of a's home as it was set up (its databases are replaced when it takes over).
 	envB = map[string]string{"AGORA_HOME": filepath.Join(dir, "b"), "HOME": dir, "USER": "tester"}
@@ -114,8 +111,8 @@ func takeoverHomes(t *testing.T, w *leaseWorld, d *drill) (envA, envB map[string
 		agoratest.Eventually(t, time.Minute, "a's home to go", func() error { return os.RemoveAll(envA["AGORA_HOME"]) })
 	})
 	writeFiles(t, map[string]string{
-		filepath.Join(envA["AGORA_HOME"], "agora.yaml"): string(shared) + leader("a"),
-		filepath.Join(envB["AGORA_HOME"], "agora.yaml"): string(shared) + leader("b"),
+		filepath.Join(envA["AGORA_HOME"], "agora.yaml"): string(shared) + w.leaderYAML("a"),
+		filepath.Join(envB["AGORA_HOME"], "agora.yaml"): string(shared) + w.leaderYAML("b"),
 	})
 	return envA, envB, plan
 }

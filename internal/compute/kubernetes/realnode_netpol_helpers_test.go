@@ -401,10 +401,23 @@ func runPod(t *testing.T, p *Provider, pod *corev1.Pod, untilEnd bool) (ip, log 
 	}
 }
 
+// podLogWait bounds reading a pod's log: the read goes through the apiserver to the kubelet,
+// and on a loaded machine the apiserver can end it at its request deadline.
+const podLogWait = 3 * time.Minute
+
+// podLog is the log of container (the pod's only one when "") of pod ns/name. A read that
+// failed is made again until podLogWait; a log that could not be read fails the test, since
+// the checks on it (no listener recorded the dispatch's pod) would pass on a log nobody read.
 func podLog(t *testing.T, p *Provider, ns, name, container string) string {
-	b, err := p.client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+	t.Helper()
+	var b []byte
+	err := agoratest.Await(podLogWait, func() error {
+		var err error
+		b, err = p.client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+		return err
+	})
 	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
+		t.Fatalf("read the log of pod %s/%s: %v", ns, name, err)
 	}
 	return string(b)
 }
