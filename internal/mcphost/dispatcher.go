@@ -41,8 +41,8 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 		Timeout: req.Timeout, Actor: req.Actor, Workspace: req.Workspace, Revision: req.Revision,
 		// Learn is a person's decision: an MCP client is refused a target in mode: learn.
 		NoLearn: true,
-		// A workspace version people superseded or retired starts nothing for an MCP client.
-		CurrentWorkspace: true,
+		// A version people superseded or retired starts nothing for an MCP client.
+		CurrentCatalog: true,
 	})
 	if err != nil {
 		return nil, dispatchError(err)
