@@ -48,8 +48,9 @@ func mcpDecisions(t *testing.T, home, tool string) []string {
 // people retired: neither through agora_dispatch nor through a plan it submits. Each is
 // refused with an error that names the entry and says to name it without a version, is on
 // the audit log as denied (never allowed), and leaves no dispatch and no run. The current
-// versions' pins still work. (A caller never names a capability: a subagent's version pins
-// them, so narrowing a subagent's capabilities is a new subagent version, refused as any.)
+// versions' pins still work. A caller never names a capability (agora_dispatch has no
+// argument for one): a subagent's version pins them, so narrowing a subagent's capabilities
+// is a new subagent version, refused as any.
 func TestAttack_PinnedCatalogOverMCP(t *testing.T) {
 	requireSandbox(t)
 	home := newHome(t)
@@ -112,6 +113,10 @@ envs:
 			t.Errorf("a plan with %s: got %.400s, want it refused with %q", tt.name, got, tt.want)
 		}
 	}
+	// A capability is named only by a subagent's version: agora_dispatch has no argument for one.
+	if res := call(t, cs, "agora_dispatch", map[string]any{"subagent": curWriter, "capabilities": []string{"shell"}}); !res.IsError || !strings.Contains(text(res), `unknown argument "capabilities"`) {
+		t.Errorf("agora_dispatch naming a capability: got %.400s, want the argument refused", text(res))
+	}
 	plan := map[string]any{"version": 1, "name": "old-reviewer", "tasks": []any{map[string]any{"id": "a", "subagent": curWriter,
 		"review": map[string]any{"subagents": []string{oldWriter}, "approve": 1}}}}
 	if res := call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}); !res.IsError || !strings.Contains(text(res), superseded(oldWriter)) {
@@ -120,7 +125,7 @@ envs:
 
 	for _, tool := range []string{"agora_dispatch", "agora_orchestrator_submit"} {
 		got := mcpDecisions(t, home, tool)
-		if len(got) == 0 || strings.Contains(strings.Join(got, " "), "allowed") {
+		if len(got) < len(cases) || strings.Contains(strings.Join(got, " "), "allowed") {
 			t.Errorf("%s's refusals are on the audit log as %v, want each denied and none allowed", tool, got)
 		}
 	}
