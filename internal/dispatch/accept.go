@@ -62,9 +62,12 @@ type Request struct {
 	// Workspace names a workspace of the catalog (NAME or NAME@sha256:HEX) instead of Repo:
 	// the dispatch works on its repository at Revision, which the workspace must allow.
 	Workspace string
-	// CurrentWorkspace marks a caller that may name only the workspace's current version (an
-	// MCP client): a superseded or retired one is refused ([workspace.LookupCurrent]).
-	CurrentWorkspace bool
+	// CurrentCatalog marks a caller that starts new work on the catalog as people registered
+	// it now (an MCP client): a version it pins of the subagent, an env bundle or the
+	// workspace must be that name's current one, and no version of a retired name is found
+	// ([view.Catalog.ResolveCurrent], docs/adr/0025). Unset, pins are honoured as recorded:
+	// a person's CLI, a resumed dispatch's child, a run's tasks.
+	CurrentCatalog bool
 
 	// Traceparent is the W3C traceparent the dispatch's span is a child of (a task's span);
 	// "" takes the span in Accept's context, if any. A malformed one is ignored.
@@ -130,7 +133,11 @@ func reqErr(format string, args ...any) error {
 // does.
 func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	began := time.Now()
-	sub, err := d.Catalog.Resolve(ctx, catalog.KindSubagent, req.Subagent)
+	resolve := d.Catalog.Resolve
+	if req.CurrentCatalog {
+		resolve = d.Catalog.ResolveCurrent
+	}
+	sub, err := resolve(ctx, catalog.KindSubagent, req.Subagent)
 	if err != nil {
 		return nil, &RequestError{Err: err}
 	}
@@ -153,7 +160,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	var envs []EnvRef
 	seen := map[string]bool{}
 	for _, ref := range req.Envs {
-		v, err := d.Catalog.Resolve(ctx, catalog.KindEnv, ref)
+		v, err := resolve(ctx, catalog.KindEnv, ref)
 		if err != nil {
 			return nil, &RequestError{Err: err}
 		}
@@ -200,7 +207,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	case req.Workspace != "" && req.Repo != "":
 		return nil, reqErr("a dispatch names a workspace or a repository, not both")
 	case req.Workspace != "":
-		if wsRef, repo, rev, err = d.resolveWorkspace(ctx, req.Workspace, req.Revision, req.CurrentWorkspace); err != nil {
+		if wsRef, repo, rev, err = d.resolveWorkspace(ctx, req.Workspace, req.Revision, req.CurrentCatalog); err != nil {
 			return nil, err
 		}
 	case req.Repo != "":

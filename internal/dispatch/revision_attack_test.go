@@ -11,9 +11,9 @@ import (
 
 // TestAttack_RevisionPinnedWorkspaceVersion: after people narrow a workspace, its old version
 // (NAME@sha256:OLD, which every record of a dispatch on it shows) starts no new work for a
-// caller held to the current one (an MCP client: CurrentWorkspace) or for a plan
+// caller held to the current one (an MCP client: CurrentCatalog) or for a plan
 // (PinWorkspace), whatever the revision; work that inherits its version (a resumed child, a
-// run's task: CurrentWorkspace unset) still gets it. A describe-like name the patterns allow
+// run's task: CurrentCatalog unset) still gets it. A describe-like name the patterns allow
 // (release/x-gHEX) reaches no commit through either.
 func TestAttack_RevisionPinnedWorkspaceVersion(t *testing.T) {
 	e := newEnv(t)
@@ -34,7 +34,7 @@ func TestAttack_RevisionPinnedWorkspaceVersion(t *testing.T) {
 		if _, _, err := e.d.PinWorkspace(t.Context(), old, rev); err == nil || !strings.Contains(err.Error(), "is not its current one") {
 			t.Errorf("PinWorkspace(%s, %q) = %v, want the superseded version refused", old, rev, err)
 		}
-		_, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "cat", Workspace: old, Revision: rev, CurrentWorkspace: true, Actor: "mcp:x"})
+		_, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "cat", Workspace: old, Revision: rev, CurrentCatalog: true, Actor: "mcp:x"})
 		var re *dispatch.RequestError
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), "is not its current one") || strings.Contains(err.Error(), r.dir) {
 			t.Errorf("Accept(%s, %q, current) = %v, want a RequestError refusing the version, naming no path", old, rev, err)
@@ -52,7 +52,7 @@ func TestAttack_RevisionPinnedWorkspaceVersion(t *testing.T) {
 		if _, c, err := e.d.PinWorkspace(t.Context(), "app", rev); err == nil {
 			t.Errorf("PinWorkspace(app, %q) = %s, want it refused", rev, c)
 		}
-		if got, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "cat", Workspace: "app", Revision: rev, CurrentWorkspace: true, Actor: "mcp:x"}); err == nil {
+		if got, err := e.d.Accept(t.Context(), dispatch.Request{Subagent: "cat", Workspace: "app", Revision: rev, CurrentCatalog: true, Actor: "mcp:x"}); err == nil {
 			t.Errorf("Accept(app, %q) started on %s, want it refused", rev, got.Revision)
 		}
 	}

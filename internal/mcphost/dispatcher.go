@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agora-dev/agora/internal/catalog"
+	"github.com/agora-dev/agora/internal/catalog/view"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/digest"
 	"github.com/agora-dev/agora/internal/dispatch"
@@ -41,8 +43,8 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 		Timeout: req.Timeout, Actor: req.Actor, Workspace: req.Workspace, Revision: req.Revision,
 		// Learn is a person's decision: an MCP client is refused a target in mode: learn.
 		NoLearn: true,
-		// A workspace version people superseded or retired starts nothing for an MCP client.
-		CurrentWorkspace: true,
+		// A version people superseded or retired starts nothing for an MCP client.
+		CurrentCatalog: true,
 	})
 	if err != nil {
 		return nil, dispatchError(err)
@@ -56,6 +58,20 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 		m.ends.track(id, done, time.Now())
 	}
 	return record(rec), nil
+}
+
+var _ mcpserver.PinGate = (*Dispatcher)(nil)
+
+// NotCurrent refuses ref, a pinned version, when people superseded it or retired its name,
+// before the MCP server admits the call, so the refusal is audited as one (Accept and the
+// orchestrator refuse it again: CurrentCatalog, a plan's check at submit).
+func (m *Dispatcher) NotCurrent(ctx context.Context, kind catalog.Kind, ref string) error {
+	_, err := m.d.Catalog.ResolveCurrent(ctx, kind, ref)
+	var nc *view.NotCurrentError
+	if errors.As(err, &nc) {
+		return err
+	}
+	return nil
 }
 
 var _ mcpserver.LearnGate = (*Dispatcher)(nil)

@@ -51,6 +51,9 @@ func (s *Server) guard(t tool, id identity, limiter *rate.Limiter) mcp.ToolHandl
 		if err == nil {
 			err = s.learnDenied(ctx, args) // refused for what it would start, before it is admitted
 		}
+		if err == nil {
+			err = s.pinDenied(ctx, args) // a version people superseded or retired starts nothing
+		}
 		var denied *DeniedError
 		if errors.As(err, &denied) {
 			// Refused for what it asks (a plan with learn): audited as denied before the answer.

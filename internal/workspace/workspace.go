@@ -36,13 +36,29 @@ func (w Workspace) Ref() string { return w.Name + "@" + string(w.Digest) }
 // Reader is the catalog read side Lookup needs (a *view.Catalog).
 type Reader interface {
 	Resolve(ctx context.Context, kind catalog.Kind, ref string) (catalog.Version, error)
+	// ResolveCurrent is Resolve refusing a pinned version that is not its name's current one
+	// (view.Catalog.ResolveCurrent).
+	ResolveCurrent(ctx context.Context, kind catalog.Kind, ref string) (catalog.Version, error)
 	Content(v catalog.Version) ([]byte, error)
 }
 
-// Lookup finds the workspace ref names (NAME or NAME@sha256:HEX). An unknown name is the
-// catalog's not-found error, which lists the known workspaces.
+// Lookup finds the workspace ref names (NAME or NAME@sha256:HEX), any version ever registered.
+// An unknown name is the catalog's not-found error, which lists the known workspaces.
 func Lookup(ctx context.Context, r Reader, ref string) (Workspace, error) {
-	v, err := r.Resolve(ctx, catalog.KindWorkspace, ref)
+	return lookup(ctx, r, r.Resolve, ref)
+}
+
+// LookupCurrent is [Lookup] for a caller that starts new work on the workspace as people
+// registered it now (an MCP client, a plan): a pinned version is refused unless it is the
+// workspace's current one (view.Catalog.ResolveCurrent), so neither a superseded version (its
+// wider revision patterns, its other repository) nor a retired workspace starts anything.
+// Work that inherits its version (a resumed dispatch's child, a run's tasks) uses Lookup.
+func LookupCurrent(ctx context.Context, r Reader, ref string) (Workspace, error) {
+	return lookup(ctx, r, r.ResolveCurrent, ref)
+}
+
+func lookup(ctx context.Context, r Reader, resolve func(context.Context, catalog.Kind, string) (catalog.Version, error), ref string) (Workspace, error) {
+	v, err := resolve(ctx, catalog.KindWorkspace, ref)
 	if err != nil {
 		return Workspace{}, err
 	}
@@ -55,26 +71,6 @@ func Lookup(ctx context.Context, r Reader, ref string) (Workspace, error) {
 		return Workspace{}, fmt.Errorf("workspace %q: %w", v.Name, err)
 	}
 	return Workspace{Name: v.Name, Digest: v.Digest, Doc: doc}, nil
-}
-
-// LookupCurrent is [Lookup] for a caller that starts new work on the workspace as people
-// registered it now (an MCP client, a plan): a pinned version (NAME@sha256:HEX) is refused
-// unless it is the workspace's current one, so neither a superseded version (its wider
-// revision patterns, its other repository) nor a retired workspace starts anything. Work
-// that inherits its version (a resumed dispatch's child, a run's tasks) uses Lookup.
-func LookupCurrent(ctx context.Context, r Reader, ref string) (Workspace, error) {
-	ws, err := Lookup(ctx, r, ref)
-	if err != nil || !strings.Contains(ref, "@") {
-		return ws, err
-	}
-	cur, err := r.Resolve(ctx, catalog.KindWorkspace, ws.Name)
-	if err != nil {
-		return Workspace{}, err // retired: not found, with the known names
-	}
-	if cur.Digest != ws.Digest {
-		return Workspace{}, fmt.Errorf("workspace %q: version %s is not its current one (people changed it since); name the workspace without a version", ws.Name, ws.Digest)
-	}
-	return ws, nil
 }
 
 // RevisionError is a revision a workspace does not allow or its repository does not have.

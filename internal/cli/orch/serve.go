@@ -381,6 +381,12 @@ func (c catalogRefs) Env(ctx context.Context, ref string) error {
 	return err
 }
 
+// Current refuses a pinned version that is not its name's current one (plan.CurrentChecker).
+func (c catalogRefs) Current(ctx context.Context, kind catalog.Kind, ref string) error {
+	_, err := c.r.ResolveCurrent(ctx, kind, ref)
+	return err
+}
+
 func (c catalogRefs) Target(_ context.Context, name string) error {
 	_, err := c.targets(name)
 	return err

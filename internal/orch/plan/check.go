@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agora-dev/agora/internal/catalog"
 )
 
 // Refs looks up catalog references. Each method returns nil when the reference resolves, and
@@ -33,6 +35,14 @@ type Refs interface {
 // names now: NAME@sha256:HEX. A run pins its plan's bare names with it at submit.
 type SubagentPinner interface {
 	PinSubagent(ctx context.Context, ref string) (string, error)
+}
+
+// CurrentChecker is what [Refs] implement that can hold a reference to the catalog as people
+// registered it now (docs/adr/0025): Current refuses ref (NAME@sha256:HEX) unless it names
+// its name's current version, a retired name's as not found. A submission starts new work, so
+// it checks every version the plan pins with it; a run's tasks later keep what was pinned.
+type CurrentChecker interface {
+	Current(ctx context.Context, kind catalog.Kind, ref string) error
 }
 
 // SubagentRefs lists every subagent reference of the plan written without a version (a

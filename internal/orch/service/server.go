@@ -28,6 +28,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/audit/verify"
 	"github.com/agora-dev/agora/internal/callerctx"
+	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/errclass"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
@@ -410,7 +411,21 @@ func (c *submitRefs) pin(ctx context.Context, ref string) (string, error) {
 	return v, nil
 }
 
+// current refuses a version the plan pins (ref as written, NAME@sha256:HEX) that is not its
+// name's current one, when the catalog can tell ([plan.CurrentChecker]): a plan starts new
+// work, so it names the catalog as people registered it now.
+func (c *submitRefs) current(ctx context.Context, kind catalog.Kind, ref string) error {
+	cc, ok := c.Refs.(plan.CurrentChecker)
+	if !ok || !strings.Contains(ref, "@") {
+		return nil
+	}
+	return cc.Current(ctx, kind, ref)
+}
+
 func (c *submitRefs) Subagent(ctx context.Context, ref string) error {
+	if err := c.current(ctx, catalog.KindSubagent, ref); err != nil {
+		return err
+	}
 	v, err := c.pin(ctx, ref)
 	if err != nil {
 		return err
@@ -419,6 +434,9 @@ func (c *submitRefs) Subagent(ctx context.Context, ref string) error {
 }
 
 func (c *submitRefs) Reviewer(ctx context.Context, ref, target string) error {
+	if err := c.current(ctx, catalog.KindSubagent, ref); err != nil {
+		return err
+	}
 	v, err := c.pin(ctx, ref)
 	if err != nil {
 		return err
@@ -442,6 +460,13 @@ type writtenError struct {
 
 func (e *writtenError) Error() string { return e.msg }
 func (e *writtenError) Unwrap() error { return e.err }
+
+func (c *submitRefs) Env(ctx context.Context, ref string) error {
+	if err := c.current(ctx, catalog.KindEnv, ref); err != nil {
+		return err
+	}
+	return c.Refs.Env(ctx, ref)
+}
 
 // PinSubagent implements [plan.SubagentPinner] with the versions the check pinned.
 func (c *submitRefs) PinSubagent(ctx context.Context, ref string) (string, error) {
