@@ -54,10 +54,6 @@ func (m *Meter) Spent() string {
 	return ""
 }
 
-// Call counts one model request forwarded upstream without checking the budget (a route
-// that is checked by Reserve must not call it too).
-func (m *Meter) Call() { m.calls.Add(1) }
-
 // Reserve is what the gateway asks before it forwards a model call: "" and the call counted,
 // or why the budget is spent and nothing counted. The call is taken in the same atomic step
 // that checks the call limit, so concurrent requests cannot pass it together: with one call

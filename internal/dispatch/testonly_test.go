@@ -13,3 +13,12 @@ func newStage(stateDir, id string, l stageLimits) (*stage, error) {
 func Verify(key []byte, id, timestamp string, body []byte, signature string) bool {
 	return hmac.Equal([]byte(Sign(key, id, timestamp, body)), []byte(signature))
 }
+
+// DispatchEnd reports whether kind records a dispatch's terminal state.
+func DispatchEnd(kind string) bool {
+	switch kind {
+	case entry.DispatchFinished, entry.DispatchFailed, entry.DispatchCancelled, entry.DispatchNeedsInput:
+		return true
+	}
+	return false
+}

@@ -239,9 +239,6 @@ type Grant struct {
 	Web     string // "" or viewer, operator
 }
 
-// Empty reports whether g grants nothing.
-func (g Grant) Empty() bool { return g.Ceiling == "" && g.Web == "" }
-
 // grant applies the rules to a subject and its groups.
 func (c Config) grant(subject string, groups []string) Grant {
 	var g Grant
