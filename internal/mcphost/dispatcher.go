@@ -36,12 +36,17 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 	if err := m.sup.Reap(ctx); err != nil {
 		return nil, err
 	}
-	rec, err := m.d.Accept(ctx, dispatch.Request{
+	return m.accept(ctx, dispatch.Request{
 		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
 		Timeout: req.Timeout, Actor: req.Actor, Workspace: req.Workspace, Revision: req.Revision,
 		// Learn is a person's decision: an MCP client is refused a target in mode: learn.
 		NoLearn: true,
 	})
+}
+
+// accept records req's dispatch and, unless it ended already, starts its supervisor.
+func (m *Dispatcher) accept(ctx context.Context, req dispatch.Request) (*mcpserver.Record, error) {
+	rec, err := m.d.Accept(ctx, req)
 	if err != nil {
 		return nil, dispatchError(err)
 	}
@@ -147,19 +152,7 @@ func (m *Dispatcher) Resume(ctx context.Context, p mcpserver.Principal, id, answ
 		return nil, dispatchError(err)
 	}
 	req.NoLearn = true // an answer over MCP never starts a learn dispatch
-	rec, err := m.d.Accept(ctx, req)
-	if err != nil {
-		return nil, dispatchError(err)
-	}
-	if !lifecycle.DispatchEnded(rec.State) {
-		id := rec.ID
-		var done <-chan struct{}
-		if rec, done, err = m.sup.Launch(ctx, id); err != nil {
-			return nil, err
-		}
-		m.ends.track(id, done, time.Now())
-	}
-	return record(rec), nil
+	return m.accept(ctx, req)
 }
 
 // Content reads stored content by digest from the blob store, which checks it against the
