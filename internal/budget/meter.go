@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 	"strings"
@@ -107,9 +108,7 @@ func (m *Meter) Unpriced(model string) string {
 		names = append(names, n)
 	}
 	known := strings.Join(names, ", ")
-	if known == "" {
-		known = "no model"
-	}
+	known = cmp.Or(known, "no model")
 	return "usd budget of $" + fmtUSD(m.limit.USD) + " cannot count model " + quote(model) + ": agora.yaml prices " + known
 }
 
@@ -117,9 +116,7 @@ func (m *Meter) Unpriced(model string) string {
 // is priced as (the dispatch's declared model when the response names none); priced is false
 // when that model has no price.
 func (m *Meter) Price(model string, u Usage) (priced string, nanoUSD int64, ok bool) {
-	if model == "" {
-		model = m.model
-	}
+	model = cmp.Or(model, m.model)
 	p, ok := m.prices.Lookup(model)
 	if !ok {
 		return model, 0, false

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -164,9 +165,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	if err != nil {
 		return nil, &RequestError{Err: err}
 	}
-	if req.Target == "" {
-		req.Target = "local"
-	}
+	req.Target = cmp.Or(req.Target, "local")
 	timeout := req.Timeout
 	switch {
 	case timeout < 0:
@@ -228,10 +227,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	callback := req.CallbackURL
-	if callback == "" {
-		callback = target.CallbackURL
-	}
+	callback := cmp.Or(req.CallbackURL, target.CallbackURL)
 	rec := &Record{
 		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
 		Sandbox: target.Sandbox, Network: resolveNetwork(target.Network, grants), InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
@@ -420,9 +416,7 @@ func resolveRevision(ctx context.Context, repo, rev string) (string, string, err
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return "", "", fmt.Errorf("repository %s is not a directory", repo)
 	}
-	if rev == "" {
-		rev = "HEAD"
-	}
+	rev = cmp.Or(rev, "HEAD")
 	commit, err := gitexec.Commit(ctx, abs, rev)
 	if errors.As(err, new(*gitexec.RefusedRevisionError)) {
 		return "", "", err

@@ -1,6 +1,10 @@
 package dispatch
 
-import "crypto/hmac"
+import (
+	"crypto/hmac"
+
+	"github.com/agora-dev/agora/internal/audit/entry"
+)
 
 // Helpers only the tests call: the product reaches what they wrap by another way, so they
 // live with the tests rather than in the package.

@@ -1,6 +1,7 @@
 package mcphost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,9 +74,7 @@ func (m *Dispatcher) LearnTarget(target string) error {
 	if err != nil || t.Mode != config.ModeLearn {
 		return nil // an unknown target is Accept's to report
 	}
-	if target == "" {
-		target = config.DefaultTarget
-	}
+	target = cmp.Or(target, config.DefaultTarget)
 	return fmt.Errorf("target %q is in learn mode (mode: learn in agora.yaml), which a person chose for it, not for an AI: %w; dispatch to another target, or ask a person to run `agora dispatch run --learn`", target, dispatch.ErrLearnFromMCP)
 }
 

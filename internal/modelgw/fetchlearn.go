@@ -1,6 +1,7 @@
 package modelgw
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/url"
@@ -35,9 +36,7 @@ func (g *Gateway) learnFetch(ctx context.Context, u *url.URL, host string, port 
 		return false, derr
 	}
 	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
+	path = cmp.Or(path, "/")
 	d := map[string]any{
 		"dispatch": g.dispatchID, entry.KeyRole: g.role,
 		entry.KeyHost: host, entry.KeyPort: int(port), entry.KeyVia: "fetch",

@@ -1,6 +1,7 @@
 package netgw
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -198,9 +199,7 @@ func mountName(dst string, taken map[string]bool) string {
 		}
 	}
 	base := strings.TrimRight(b.String(), "-")
-	if base == "" {
-		base = "m"
-	}
+	base = cmp.Or(base, "m")
 	name := trimName(base, 40)
 	for i := 2; taken[name]; i++ {
 		suffix := fmt.Sprintf("-%d", i)

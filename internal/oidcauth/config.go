@@ -1,6 +1,7 @@
 package oidcauth
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -149,9 +150,7 @@ func (c *Config) Validate() error {
 	case c.ClockSkew < 0 || c.ClockSkew > maxClockSkew:
 		return fmt.Errorf("auth.oidc.clock_skew %s: want between 0 and %s", c.ClockSkew, maxClockSkew)
 	}
-	if c.GroupsClaim == "" {
-		c.GroupsClaim = "groups"
-	}
+	c.GroupsClaim = cmp.Or(c.GroupsClaim, "groups")
 	if len(c.Rules) == 0 {
 		return errors.New("auth.oidc.rules is empty: with no rule every token gets nothing; add e.g. {group: platform, ceiling: orchestrate, web: operator}")
 	}

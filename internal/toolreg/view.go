@@ -1,6 +1,7 @@
 package toolreg
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -158,9 +159,7 @@ func (v *View) refuse(ctx context.Context, name string, args []byte, start time.
 		tool, reason = cut(name, MaxToolNameLen), ReasonInvalidName
 	default:
 		reason = v.refusals[name]
-		if reason == "" {
-			reason = ReasonUnknownTool
-		}
+		reason = cmp.Or(reason, ReasonUnknownTool)
 	}
 	if len(args) > MaxArgsSize {
 		args = args[:MaxArgsSize]

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,9 +116,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 		return nil, fmt.Errorf("%w: OTLP exporter: %w", ErrConfig, err)
 	}
 	service := strings.TrimSpace(getenv("OTEL_SERVICE_NAME"))
-	if service == "" {
-		service = DefaultService
-	}
+	service = cmp.Or(service, DefaultService)
 	// Only the service name and the SDK's identity, plus OTEL_RESOURCE_ATTRIBUTES which the
 	// operator wrote: never the process's command line or environment.
 	res, err := resource.Merge(resource.NewSchemaless(attribute.String("service.name", service)),

@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"strings"
@@ -90,10 +91,7 @@ func admit(changes, protect *Matcher, c Change, links Links) string {
 		if err != nil {
 			return fmt.Sprintf("a symbolic link to %q: %v", clip(c.Target, 256), err)
 		}
-		shown := to
-		if shown == "" {
-			shown = "."
-		}
+		shown := cmp.Or(to, ".")
 		if protect != nil {
 			if _, hit := protect.Match(to); hit {
 				return fmt.Sprintf("a symbolic link to %q, a protected path", clip(shown, 256))

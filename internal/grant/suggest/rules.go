@@ -116,9 +116,7 @@ func requestText(r grant.EgressRule) string {
 		verbs[i] = m + "s"
 	}
 	verb := strings.Join(verbs, ", ")
-	if verb == "" {
-		verb = "sends any request"
-	}
+	verb = cmp.Or(verb, "sends any request")
 	if len(r.Paths) == 0 {
 		return verb + " to " + hp
 	}

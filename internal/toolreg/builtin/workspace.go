@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
 	"os"
@@ -101,9 +102,7 @@ func (w workspace) resolve(tool, p string) (*os.Root, string, error) {
 // stat resolves p ("" meaning the workspace root) and stats it, for the tools that take a
 // file or a directory. The caller closes root.
 func (w workspace) stat(tool, p string) (*os.Root, string, fs.FileInfo, error) {
-	if p == "" {
-		p = "."
-	}
+	p = cmp.Or(p, ".")
 	root, name, err := w.resolve(tool, p)
 	if err != nil {
 		return nil, "", nil, err
