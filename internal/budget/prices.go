@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -66,11 +66,7 @@ func (ps Prices) Validate() error {
 
 // Names lists the priced models, sorted.
 func (ps Prices) Names() []string {
-	names := make([]string, 0, len(ps))
-	for n := range ps {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ps))
 	return names
 }
 

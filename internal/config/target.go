@@ -5,9 +5,10 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net/netip"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -227,11 +228,7 @@ func (c *Config) Target(name string) (Target, error) {
 	name = cmp.Or(name, DefaultTarget)
 	t, ok := c.Targets[name]
 	if !ok {
-		names := make([]string, 0, len(c.Targets))
-		for n := range c.Targets {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(c.Targets))
 		return Target{}, &errclass.NotFoundError{Kind: "target", ID: name, Known: names, Note: "targets are set in agora.yaml"}
 	}
 	return t, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,15 +243,7 @@ type Grant struct {
 func (c Config) grant(subject string, groups []string) Grant {
 	var g Grant
 	for _, r := range c.Rules {
-		match := r.Subject != "" && r.Subject == subject
-		if r.Group != "" {
-			for _, have := range groups {
-				if have == r.Group {
-					match = true
-					break
-				}
-			}
-		}
+		match := r.Subject != "" && r.Subject == subject || r.Group != "" && slices.Contains(groups, r.Group)
 		if !match {
 			continue
 		}

@@ -53,8 +53,5 @@ func logRefusals(log *slog.Logger, next http.Handler) http.Handler {
 
 // routeOf names the route pattern that matched (or "unknown"), never the raw path.
 func routeOf(r *http.Request) string {
-	if r.Pattern != "" {
-		return r.Pattern
-	}
-	return "unknown"
+	return cmp.Or(r.Pattern, "unknown")
 }

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"io/fs"
@@ -181,10 +182,5 @@ func isBinary(b []byte) bool {
 	if len(b) > binarySniffLen {
 		b = b[:binarySniffLen]
 	}
-	for _, c := range b {
-		if c == 0 {
-			return true
-		}
-	}
-	return false
+	return bytes.IndexByte(b, 0) >= 0
 }
