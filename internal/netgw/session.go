@@ -198,8 +198,7 @@ func mountName(dst string, taken map[string]bool) string {
 			dash = true
 		}
 	}
-	base := strings.TrimRight(b.String(), "-")
-	base = cmp.Or(base, "m")
+	base := cmp.Or(strings.TrimRight(b.String(), "-"), "m")
 	name := trimName(base, 40)
 	for i := 2; taken[name]; i++ {
 		suffix := fmt.Sprintf("-%d", i)
