@@ -107,8 +107,7 @@ func (m *Meter) Unpriced(model string) string {
 		}
 		names = append(names, n)
 	}
-	known := strings.Join(names, ", ")
-	known = cmp.Or(known, "no model")
+	known := cmp.Or(strings.Join(names, ", "), "no model")
 	return "usd budget of $" + fmtUSD(m.limit.USD) + " cannot count model " + quote(model) + ": agora.yaml prices " + known
 }
 

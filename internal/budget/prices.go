@@ -104,8 +104,7 @@ func (ps Prices) Require(b Budget, model string) error {
 		}
 		names = append(names, n)
 	}
-	known := strings.Join(names, ", ")
-	known = cmp.Or(known, "none")
+	known := cmp.Or(strings.Join(names, ", "), "none")
 	return fmt.Errorf("a usd budget of %s needs a price for model %q in agora.yaml's models: (input_per_mtok, output_per_mtok); priced: %s: %w", fmtUSD(b.USD), model, known, ErrNoPrice)
 }
 

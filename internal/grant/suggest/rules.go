@@ -115,8 +115,7 @@ func requestText(r grant.EgressRule) string {
 	for i, m := range r.Methods {
 		verbs[i] = m + "s"
 	}
-	verb := strings.Join(verbs, ", ")
-	verb = cmp.Or(verb, "sends any request")
+	verb := cmp.Or(strings.Join(verbs, ", "), "sends any request")
 	if len(r.Paths) == 0 {
 		return verb + " to " + hp
 	}

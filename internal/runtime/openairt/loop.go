@@ -138,8 +138,7 @@ func (l *loop) call(ctx context.Context, turn int, tc toolCall) (content, questi
 	if err != nil {
 		var ni needsInput
 		if errors.As(err, &ni) {
-			q := ni.NeedsInput()
-			q = cmp.Or(q, "(the agent asked for input without a question)")
+			q := cmp.Or(ni.NeedsInput(), "(the agent asked for input without a question)")
 			return "", q, true
 		}
 		return result("error: "+err.Error(), true)
