@@ -163,21 +163,8 @@ func saveRecord(sd string, r *record) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(sd, "."+sessionFile+".tmp-*")
-	if err != nil {
+	if err := writeAtomic(filepath.Join(sd, sessionFile), b, 0o600); err != nil {
 		return fmt.Errorf("write gateway session: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, filepath.Join(sd, sessionFile))
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write gateway session: %w", werr)
 	}
 	return nil
 }
