@@ -123,9 +123,7 @@ func inspectImage(ctx context.Context, cli *client.Client, img Image) (string, e
 		if !cerrdefs.IsNotFound(err) {
 			return "", fmt.Errorf("inspect image %q: %w", img, err)
 		}
-		if firstErr == nil {
-			firstErr = err
-		}
+		firstErr = cmp.Or(firstErr, err)
 	}
 	return "", fmt.Errorf("image %q is not present on the container engine (agora never pulls; load or build it first, e.g. scripts/images.sh): %w", img, firstErr)
 }
