@@ -144,8 +144,6 @@ func (m *Meter) Usage() Usage {
 
 // quote quotes a model name the upstream chose, cut to 64 bytes.
 func quote(s string) string {
-	if len(s) > 64 {
-		s = s[:64]
-	}
+	s = s[:min(len(s), 64)]
 	return strconv.Quote(s)
 }

@@ -318,9 +318,7 @@ func (d *Dispatcher) stackBase(ctx context.Context, id, repo, rev string, inputs
 // name (an orchestrator never sees its path), a repository by the path its caller gave.
 func checkoutName(req Request, commit string) string {
 	short := commit
-	if len(short) > 12 {
-		short = short[:12]
-	}
+	short = short[:min(len(short), 12)]
 	if req.Workspace != "" {
 		return fmt.Sprintf("workspace %q at %s", strings.SplitN(req.Workspace, "@", 2)[0], short)
 	}

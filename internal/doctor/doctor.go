@@ -504,9 +504,7 @@ func (r *run) git() {
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
-	if len(line) > 200 {
-		line = line[:200]
-	}
+	line = line[:min(len(line), 200)]
 	return line
 }
 

@@ -161,9 +161,7 @@ func (v *View) refuse(ctx context.Context, name string, args []byte, start time.
 		reason = v.refusals[name]
 		reason = cmp.Or(reason, ReasonUnknownTool)
 	}
-	if len(args) > MaxArgsSize {
-		args = args[:MaxArgsSize]
-	}
+	args = args[:min(len(args), MaxArgsSize)]
 	if v.auditor != nil {
 		d := Decision{DispatchID: v.dispatchID, Role: v.role, Tool: tool,
 			Decision: DecisionDenied, Reason: reason, ArgsHash: v.argsHash(args)}

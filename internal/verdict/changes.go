@@ -179,9 +179,7 @@ func checkTarget(t string) error {
 // first one first), at most [MaxProtectedPaths]; its detail says why for each it names.
 func OutsideChanges(command []string, changes []string, offences []Offence) Verdict {
 	shown := offences
-	if len(shown) > MaxProtectedPaths {
-		shown = shown[:MaxProtectedPaths]
-	}
+	shown = shown[:min(len(shown), MaxProtectedPaths)]
 	detail := fmt.Sprintf("the patch touches %d path(s) the gate does not admit (changes: %s): ", len(offences), strings.Join(changes, ", "))
 	paths := make([]string, 0, len(shown))
 	for i, o := range shown {

@@ -454,8 +454,6 @@ func (p *Proxy) shortError(err error) string {
 // shortError is err's text, cut, without anything that could be long.
 func shortError(err error) string {
 	s := err.Error()
-	if len(s) > 200 {
-		s = s[:200]
-	}
+	s = s[:min(len(s), 200)]
 	return strings.ToValidUTF8(s, "?")
 }

@@ -142,9 +142,7 @@ func httpFetch(ctx context.Context, fetch FetchFunc, egress []grant.EgressRule, 
 	var b strings.Builder
 	b.WriteString("status: " + strconv.Itoa(status) + "\ncontent-type: " + strings.ToValidUTF8(ctype, "") + "\n\n")
 	shown := body
-	if len(shown) > maxFetchBody {
-		shown = shown[:maxFetchBody]
-	}
+	shown = shown[:min(len(shown), maxFetchBody)]
 	if isBinary(shown) {
 		b.WriteString("[binary body: " + itoa(len(body)) + " bytes; not shown]")
 	} else {

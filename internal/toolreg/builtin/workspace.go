@@ -179,8 +179,6 @@ func escapes(err error) bool {
 
 // isBinary reports whether b looks like binary data (a NUL byte near the start).
 func isBinary(b []byte) bool {
-	if len(b) > binarySniffLen {
-		b = b[:binarySniffLen]
-	}
+	b = b[:min(len(b), binarySniffLen)]
 	return bytes.IndexByte(b, 0) >= 0
 }
