@@ -291,10 +291,7 @@ func (d *Dispatcher) stackBase(ctx context.Context, id, repo, rev string, inputs
 	if len(patches) == 0 {
 		return "", "", nil
 	}
-	state := d.StateDir
-	if state == "" {
-		state = os.TempDir()
-	}
+	state := cmp.Or(d.StateDir, os.TempDir())
 	scratch := filepath.Join(state, stackScratchDir)
 	sweepStackScratch(scratch, time.Now())
 	ctx, cancel := context.WithTimeout(ctx, stackBuildTimeout)

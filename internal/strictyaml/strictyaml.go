@@ -9,6 +9,7 @@ package strictyaml
 
 import (
 	"bytes"
+	"cmp"
 	"encoding"
 	"errors"
 	"fmt"
@@ -448,9 +449,7 @@ func structFields(t reflect.Type) map[string]fieldInfo {
 			}
 			continue
 		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
+		name = cmp.Or(name, strings.ToLower(f.Name))
 		fields[name] = fieldInfo{index: []int{i}, name: name}
 	}
 	return fields

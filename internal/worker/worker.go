@@ -179,9 +179,7 @@ type runner struct {
 }
 
 func run(ctx context.Context, opts options) int {
-	if opts.TempDir == "" {
-		opts.TempDir = os.TempDir()
-	}
+	opts.TempDir = cmp.Or(opts.TempDir, os.TempDir())
 	opts.Stdout = cmp.Or(opts.Stdout, io.Discard)
 	opts.Stderr = cmp.Or(opts.Stderr, io.Discard)
 	r := &runner{

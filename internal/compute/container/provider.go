@@ -69,11 +69,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		return nil, fmt.Errorf("cpus %v out of range; want 0 (no cap) up to 1024", o.CPUs)
 	}
 	shim := cmp.Or(o.ShimPath, DefaultShimPath)
-	host := o.Host
-	if host == "" {
-		host = os.Getenv("DOCKER_HOST")
-	}
-	host = cmp.Or(host, client.DefaultDockerHost)
+	host := cmp.Or(o.Host, os.Getenv("DOCKER_HOST"), client.DefaultDockerHost)
 	// No connection is kept for reuse: the client's Close only closes idle connections, so
 	// one a request still held (a container's wait, a log stream) went idle after Close and
 	// stayed open with its reader goroutines. A connection a request costs tens of µs on
