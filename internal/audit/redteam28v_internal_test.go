@@ -19,7 +19,7 @@ func envelopeByMarshal(seq int64, at string, e Entry) ([]byte, error) {
 	})
 }
 
-// An entry's bytes, now written by jcs.MarshalObject, are the RFC 8785
+// An entry's bytes, now written by jcs.AppendObject, are the RFC 8785
 // bytes jcs.Marshal writes for the same map, for hostile details a model or agent can put in a
 // gateway or tool-call entry: non-ASCII keys on both sides of the UTF-16/code-point ordering
 // split, keys equal up to case or normalization, envelope names nested as detail keys, control

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 	"strings"
@@ -54,10 +55,6 @@ func (m *Meter) Spent() string {
 	return ""
 }
 
-// Call counts one model request forwarded upstream without checking the budget (a route
-// that is checked by Reserve must not call it too).
-func (m *Meter) Call() { m.calls.Add(1) }
-
 // Reserve is what the gateway asks before it forwards a model call: "" and the call counted,
 // or why the budget is spent and nothing counted. The call is taken in the same atomic step
 // that checks the call limit, so concurrent requests cannot pass it together: with one call
@@ -110,10 +107,7 @@ func (m *Meter) Unpriced(model string) string {
 		}
 		names = append(names, n)
 	}
-	known := strings.Join(names, ", ")
-	if known == "" {
-		known = "no model"
-	}
+	known := cmp.Or(strings.Join(names, ", "), "no model")
 	return "usd budget of $" + fmtUSD(m.limit.USD) + " cannot count model " + quote(model) + ": agora.yaml prices " + known
 }
 
@@ -121,9 +115,7 @@ func (m *Meter) Unpriced(model string) string {
 // is priced as (the dispatch's declared model when the response names none); priced is false
 // when that model has no price.
 func (m *Meter) Price(model string, u Usage) (priced string, nanoUSD int64, ok bool) {
-	if model == "" {
-		model = m.model
-	}
+	model = cmp.Or(model, m.model)
 	p, ok := m.prices.Lookup(model)
 	if !ok {
 		return model, 0, false
@@ -152,8 +144,6 @@ func (m *Meter) Usage() Usage {
 
 // quote quotes a model name the upstream chose, cut to 64 bytes.
 func quote(s string) string {
-	if len(s) > 64 {
-		s = s[:64]
-	}
+	s = s[:min(len(s), 64)]
 	return strconv.Quote(s)
 }

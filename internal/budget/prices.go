@@ -1,11 +1,12 @@
 package budget
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -65,11 +66,7 @@ func (ps Prices) Validate() error {
 
 // Names lists the priced models, sorted.
 func (ps Prices) Names() []string {
-	names := make([]string, 0, len(ps))
-	for n := range ps {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ps))
 	return names
 }
 
@@ -107,10 +104,7 @@ func (ps Prices) Require(b Budget, model string) error {
 		}
 		names = append(names, n)
 	}
-	known := strings.Join(names, ", ")
-	if known == "" {
-		known = "none"
-	}
+	known := cmp.Or(strings.Join(names, ", "), "none")
 	return fmt.Errorf("a usd budget of %s needs a price for model %q in agora.yaml's models: (input_per_mtok, output_per_mtok); priced: %s: %w", fmtUSD(b.USD), model, known, ErrNoPrice)
 }
 
@@ -130,10 +124,7 @@ const maxCostNano = int64(1) << 53
 
 // CostNano is what u costs at p, in nano-dollars, rounded up, at most 2^53.
 func (p Price) CostNano(u Usage) int64 {
-	cachedPrice := p.CachedInputPerMTok
-	if cachedPrice == 0 {
-		cachedPrice = p.InputPerMTok
-	}
+	cachedPrice := cmp.Or(p.CachedInputPerMTok, p.InputPerMTok)
 	fresh := max(u.InputTokens-u.CachedTokens, 0)
 	// fresh holds the cache writes at the input price; they cost this much more.
 	writes := float64(u.CacheWrite5mTokens)*(cacheWrite5m-1) + float64(u.CacheWrite1hTokens)*(cacheWrite1h-1)

@@ -327,3 +327,7 @@ func BenchmarkMeterReserve(b *testing.B) {
 		}
 	}
 }
+
+// Call counts one model request forwarded upstream without checking the budget, as a route
+// that Reserve does not check would.
+func (m *Meter) Call() { m.calls.Add(1) }

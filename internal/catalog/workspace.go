@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,10 +134,7 @@ type Revision struct {
 func (r Revision) IsCommit() bool { return r.Commit != "" }
 
 func (r Revision) String() string {
-	if r.Commit != "" {
-		return r.Commit
-	}
-	return r.Name
+	return cmp.Or(r.Commit, r.Name)
 }
 
 // ParseRevision parses what a caller may ask a workspace for: a full commit id (40 or 64

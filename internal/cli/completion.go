@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,11 +129,7 @@ func targetNames(ctx context.Context, f *cmdutil.Factory) []string {
 	if err != nil {
 		return nil
 	}
-	var names []string
-	for n := range c.Targets {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(c.Targets))
 	return names
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,12 +63,8 @@ func networkGateway(ctx context.Context, f *cmdutil.Factory, listen, advertise s
 	if err != nil {
 		return nil, err
 	}
-	if listen == "" {
-		listen = h.Config.Gateway.Listen
-	}
-	if advertise == "" {
-		advertise = h.Config.Gateway.Advertise
-	}
+	listen = cmp.Or(listen, h.Config.Gateway.Listen)
+	advertise = cmp.Or(advertise, h.Config.Gateway.Advertise)
 	if listen == "" || advertise == "" {
 		return nil, errors.New("the gateway needs an address to listen on and the URL pods reach it at: give --listen and --advertise, or set gateway: {listen, advertise} in agora.yaml")
 	}

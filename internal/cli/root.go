@@ -154,10 +154,6 @@ func rootFor(f *cmdutil.Factory, args []string) *cobra.Command {
 	return root
 }
 
-// NewRootCmd builds the whole command tree, without the shell completion functions (Run adds
-// them for a completion request). It holds no package-level state.
-func NewRootCmd(f *cmdutil.Factory) *cobra.Command { return newRootCmd(f, "") }
-
 // group is one of agora's top-level commands: the word that selects it and how it is made.
 type group struct {
 	name string

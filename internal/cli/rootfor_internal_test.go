@@ -130,3 +130,7 @@ func BenchmarkRootFor(b *testing.B) {
 		})
 	}
 }
+
+// NewRootCmd builds the whole command tree, without the shell completion functions (Run adds
+// them for a completion request). It holds no package-level state.
+func NewRootCmd(f *cmdutil.Factory) *cobra.Command { return newRootCmd(f, "") }

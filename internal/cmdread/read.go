@@ -1,6 +1,7 @@
 package cmdread
 
 import (
+	"cmp"
 	"path"
 	"strconv"
 	"strings"
@@ -213,9 +214,7 @@ func (r *Reading) xargs(c Command, start int, o optResult, depth int) {
 	replace := ""
 	for _, k := range []string{"I", "i", "replace"} {
 		for _, v := range o.opts[k] {
-			if v == "" {
-				v = "{}"
-			}
+			v = cmp.Or(v, "{}")
 			replace = v
 		}
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,10 +43,7 @@ func (l Leader) Set() bool { return l.Lease != "" || l.Namespace != "" }
 
 // DurationOrDefault is Duration, or [DefaultLeaseDuration] when unset.
 func (l Leader) DurationOrDefault() time.Duration {
-	if l.Duration == 0 {
-		return DefaultLeaseDuration
-	}
-	return l.Duration
+	return cmp.Or(l.Duration, DefaultLeaseDuration)
 }
 
 // IdentityOrDefault is Identity, or the host name when unset.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -244,9 +245,7 @@ func (t *Target) validateProvider(pos *strictyaml.Positions, p string) strictyam
 		if t.Warm > 0 && !off {
 			t.WarmPool = new(true) // implied: warm: N on a kubernetes target is a pool
 		}
-		if t.TTLAfterFinished == 0 {
-			t.TTLAfterFinished = DefaultTTLAfterFinished
-		}
+		t.TTLAfterFinished = cmp.Or(t.TTLAfterFinished, DefaultTTLAfterFinished)
 		if t.TTLAfterFinished < 0 {
 			bad("ttl_after_finished", "must not be negative")
 		}

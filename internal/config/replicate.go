@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/agora-dev/agora/internal/strictyaml"
@@ -34,10 +35,7 @@ const DefaultReplicateLag = time.Second
 
 // LagOrDefault is Lag, or [DefaultReplicateLag] when unset.
 func (r Replicate) LagOrDefault() time.Duration {
-	if r.Lag == 0 {
-		return DefaultReplicateLag
-	}
-	return r.Lag
+	return cmp.Or(r.Lag, DefaultReplicateLag)
 }
 
 func validateReplicate(pos *strictyaml.Positions, r *Replicate) strictyaml.Errors {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,11 +37,7 @@ func (c *Config) RuntimeBinary(name string) string {
 // validateRuntimes checks the runtimes section: known names, absolute clean paths.
 func validateRuntimes(pos *strictyaml.Positions, rs map[string]Runtime) strictyaml.Errors {
 	var errs strictyaml.Errors
-	names := make([]string, 0, len(rs))
-	for n := range rs {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(rs))
 	for _, n := range names {
 		p := "runtimes." + n
 		if hosted := runtimes.Hosted(); !slices.Contains(hosted, n) {

@@ -1,12 +1,14 @@
 package config
 
 import (
+	"cmp"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net/netip"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -223,16 +225,10 @@ func defaultTarget() Target {
 
 // Target returns the named target with defaults filled in, or an error naming the known ones.
 func (c *Config) Target(name string) (Target, error) {
-	if name == "" {
-		name = DefaultTarget
-	}
+	name = cmp.Or(name, DefaultTarget)
 	t, ok := c.Targets[name]
 	if !ok {
-		names := make([]string, 0, len(c.Targets))
-		for n := range c.Targets {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(c.Targets))
 		return Target{}, &errclass.NotFoundError{Kind: "target", ID: name, Known: names, Note: "targets are set in agora.yaml"}
 	}
 	return t, nil
@@ -250,36 +246,16 @@ func (c *Config) validateTargets(pos *strictyaml.Positions) strictyaml.Errors {
 	for name, t := range c.Targets {
 		p := "targets." + name
 		d := defaultTarget()
-		if t.Provider == "" {
-			t.Provider = d.Provider
-		}
-		if t.Sandbox == "" {
-			t.Sandbox = d.Sandbox
-		}
-		if t.Network == "" {
-			t.Network = d.Network
-		}
-		if t.Timeout == 0 {
-			t.Timeout = d.Timeout
-		}
-		if t.ApprovalTimeout == 0 {
-			t.ApprovalTimeout = d.ApprovalTimeout
-		}
-		if t.MaxProcs == 0 {
-			t.MaxProcs = d.MaxProcs
-		}
-		if t.FileSize == 0 {
-			t.FileSize = d.FileSize
-		}
-		if t.Memory == 0 {
-			t.Memory = d.Memory
-		}
-		if t.Disk == 0 {
-			t.Disk = d.Disk
-		}
-		if t.SandboxUID == 0 {
-			t.SandboxUID = d.SandboxUID
-		}
+		t.Provider = cmp.Or(t.Provider, d.Provider)
+		t.Sandbox = cmp.Or(t.Sandbox, d.Sandbox)
+		t.Network = cmp.Or(t.Network, d.Network)
+		t.Timeout = cmp.Or(t.Timeout, d.Timeout)
+		t.ApprovalTimeout = cmp.Or(t.ApprovalTimeout, d.ApprovalTimeout)
+		t.MaxProcs = cmp.Or(t.MaxProcs, d.MaxProcs)
+		t.FileSize = cmp.Or(t.FileSize, d.FileSize)
+		t.Memory = cmp.Or(t.Memory, d.Memory)
+		t.Disk = cmp.Or(t.Disk, d.Disk)
+		t.SandboxUID = cmp.Or(t.SandboxUID, d.SandboxUID)
 		if err := t.Budget.Validate(); err != nil {
 			errs = append(errs, pos.Errorf(p+".budget", "%v", err))
 		}

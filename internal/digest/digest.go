@@ -46,9 +46,7 @@ func (d Digest) Hex() string { return strings.TrimPrefix(string(d), prefix) }
 // Short is the first 12 hex digits, for tables meant for people.
 func (d Digest) Short() string {
 	h := d.Hex()
-	if len(h) > 12 {
-		h = h[:12]
-	}
+	h = h[:min(len(h), 12)]
 	return h
 }
 

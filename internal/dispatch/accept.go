@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -174,9 +175,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	if err != nil {
 		return nil, &RequestError{Err: err}
 	}
-	if req.Target == "" {
-		req.Target = "local"
-	}
+	req.Target = cmp.Or(req.Target, "local")
 	timeout := req.Timeout
 	switch {
 	case timeout < 0:
@@ -238,10 +237,7 @@ func (d *Dispatcher) Accept(ctx context.Context, req Request) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	callback := req.CallbackURL
-	if callback == "" {
-		callback = target.CallbackURL
-	}
+	callback := cmp.Or(req.CallbackURL, target.CallbackURL)
 	rec := &Record{
 		ID: id, Subagent: sub.Name, SubagentDigest: sub.Digest, Envs: envs, Target: req.Target,
 		Sandbox: target.Sandbox, Network: resolveNetwork(target.Network, grants), InputDigest: inputDigest, Repo: repo, Revision: rev, Workspace: wsRef,
@@ -305,10 +301,7 @@ func (d *Dispatcher) stackBase(ctx context.Context, id, repo, rev string, inputs
 	if len(patches) == 0 {
 		return "", "", nil
 	}
-	state := d.StateDir
-	if state == "" {
-		state = os.TempDir()
-	}
+	state := cmp.Or(d.StateDir, os.TempDir())
 	scratch := filepath.Join(state, stackScratchDir)
 	sweepStackScratch(scratch, time.Now())
 	ctx, cancel := context.WithTimeout(ctx, stackBuildTimeout)
@@ -332,9 +325,7 @@ func (d *Dispatcher) stackBase(ctx context.Context, id, repo, rev string, inputs
 // name (an orchestrator never sees its path), a repository by the path its caller gave.
 func checkoutName(req Request, commit string) string {
 	short := commit
-	if len(short) > 12 {
-		short = short[:12]
-	}
+	short = short[:min(len(short), 12)]
 	if req.Workspace != "" {
 		return fmt.Sprintf("workspace %q at %s", strings.SplitN(req.Workspace, "@", 2)[0], short)
 	}
@@ -435,9 +426,7 @@ func resolveRevision(ctx context.Context, repo, rev string) (string, string, err
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return "", "", fmt.Errorf("repository %s is not a directory", repo)
 	}
-	if rev == "" {
-		rev = "HEAD"
-	}
+	rev = cmp.Or(rev, "HEAD")
 	commit, err := gitexec.Commit(ctx, abs, rev)
 	if errors.As(err, new(*gitexec.RefusedRevisionError)) {
 		return "", "", err

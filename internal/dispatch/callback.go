@@ -187,8 +187,6 @@ func (c *Courier) send(ctx context.Context, r outboxRow) error {
 
 func truncateErr(err error) string {
 	s := err.Error()
-	if len(s) > 300 {
-		s = s[:300]
-	}
+	s = s[:min(len(s), 300)]
 	return s
 }

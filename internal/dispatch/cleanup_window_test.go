@@ -93,7 +93,7 @@ func TestSupervise_KilledBetweenEndAndCleanup(t *testing.T) {
 	}
 	ends := 0
 	for _, a := range recs {
-		if a.Subject == entry.Dispatch(r.ID) && entry.DispatchEnd(a.Kind) {
+		if a.Subject == entry.Dispatch(r.ID) && dispatch.DispatchEnd(a.Kind) {
 			ends++
 		}
 	}

@@ -7,10 +7,11 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/agora-dev/agora/internal/audit"
@@ -63,11 +64,7 @@ const PlaceholderPrefix = "agora-placeholder-"
 // returns the bindings the proxy swaps back. It runs whatever the network: a bound secret's
 // value never enters the sandbox.
 func bindSecrets(secrets map[string]string, bound map[string]catalog.Binding) ([]proxy.Binding, error) {
-	keys := make([]string, 0, len(bound))
-	for k := range bound {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(bound))
 	var out []proxy.Binding
 	for _, k := range keys {
 		v, ok := secrets[k]

@@ -557,7 +557,7 @@ func TestPoolKill_SupervisorKilledAdoptedOnItsPod(t *testing.T) {
 	}
 	count := func(ks []string, kind string) (n int) {
 		for _, k := range ks {
-			if k == kind || (kind == "end" && entry.DispatchEnd(k)) {
+			if k == kind || (kind == "end" && dispatch.DispatchEnd(k)) {
 				n++
 			}
 		}
@@ -669,7 +669,7 @@ func TestPoolKill_SupervisorKilledAdoptedOnItsPod(t *testing.T) {
 		t.Errorf("the dispatch ended %d times, want once: %v", count(ks, "end"), ks)
 	}
 	for _, k := range ks {
-		if entry.DispatchEnd(k) {
+		if dispatch.DispatchEnd(k) {
 			t.Errorf("the dispatch ended (%s) before it was adopted: %v", k, ks)
 		}
 		if k == entry.DispatchAdopted {

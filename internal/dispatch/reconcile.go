@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,9 +154,7 @@ func (d *Dispatcher) reconcile(ctx context.Context, in reconcileInput) Outcome {
 			o.State = lifecycle.DispatchNeedsInput
 		default:
 			o.State, o.Reason = lifecycle.DispatchFailed, string(wr.Reason)
-			if o.Reason == "" {
-				o.Reason = lifecycle.ReasonWorkerFailed
-			}
+			o.Reason = cmp.Or(o.Reason, lifecycle.ReasonWorkerFailed)
 		}
 	}
 	// A detail can quote what the agent wrote (a file name, a parse error): redact it.

@@ -95,7 +95,7 @@ func TestRedTeam28S3_SupervisorKilledAtManyPoints(t *testing.T) {
 		}
 		ends := 0
 		for _, k := range ks {
-			if entry.DispatchEnd(k) {
+			if dispatch.DispatchEnd(k) {
 				ends++
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -318,11 +319,7 @@ func (r *run) runAs() *compute.HostUser {
 	if !r.root || len(r.uids) == 0 {
 		return nil
 	}
-	uids := make([]uint32, 0, len(r.uids))
-	for u := range r.uids {
-		uids = append(uids, u)
-	}
-	slices.Sort(uids)
+	uids := slices.Sorted(maps.Keys(r.uids))
 	return &compute.HostUser{UID: uids[0], GID: uids[0]}
 }
 
@@ -371,11 +368,7 @@ func (r *run) sandboxUID() {
 	passwd, _ := r.h.ReadFile("/etc/passwd")
 	group, _ := r.h.ReadFile("/etc/group")
 	users, groups := ParseIDs(passwd), ParseIDs(group)
-	uids := make([]uint32, 0, len(r.uids))
-	for u := range r.uids {
-		uids = append(uids, u)
-	}
-	slices.Sort(uids)
+	uids := slices.Sorted(maps.Keys(r.uids))
 	// Each dispatch runs as one uid of the range from sandbox_uid (config.SandboxUIDs).
 	within := func(ids map[uint32]string, first, last uint32) (uint32, string) {
 		for id, name := range ids {
@@ -504,9 +497,7 @@ func (r *run) git() {
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
-	if len(line) > 200 {
-		line = line[:200]
-	}
+	line = line[:min(len(line), 200)]
 	return line
 }
 

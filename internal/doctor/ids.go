@@ -12,9 +12,7 @@ const maxIDFile = 4 << 20
 // each "name:password:id:..." line) to their names. Lines that do not parse are skipped:
 // the result only answers "does an entry own this id", and a malformed line owns none.
 func ParseIDs(b []byte) map[uint32]string {
-	if len(b) > maxIDFile {
-		b = b[:maxIDFile]
-	}
+	b = b[:min(len(b), maxIDFile)]
 	ids := map[uint32]string{}
 	for len(b) > 0 {
 		var line []byte

@@ -1,6 +1,7 @@
 package gitbranch
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -25,9 +26,7 @@ func (e *ConflictError) Where() string {
 			last = strings.TrimPrefix(line, "error: ")
 		}
 	}
-	if last == "" {
-		last = "-"
-	}
+	last = cmp.Or(last, "-")
 	return "(git: " + pathLine(agenttext.Escape(last)) + ")"
 }
 

@@ -1,6 +1,7 @@
 package grant
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -31,9 +32,7 @@ func ParseBoundHost(s string) (EgressRule, error) {
 	if host, _, _ := cutPort(s); host != r.Host && "["+r.Host+"]" != host {
 		return EgressRule{}, fmt.Errorf("host %q: write it as %s (lower case, an address in canonical form)", s, BoundHostString(r))
 	}
-	if r.Port == 0 {
-		r.Port = BoundPort
-	}
+	r.Port = cmp.Or(r.Port, BoundPort)
 	return r, nil
 }
 

@@ -26,23 +26,18 @@ func Marshal(v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Field is one member of an object [MarshalObject] encodes.
+// Field is one member of an object [AppendObject] encodes.
 type Field struct {
 	Key   string
 	Value any // a type [Marshal] accepts
 }
 
-// MarshalObject encodes the object of fields as [Marshal] encodes a map[string]any holding
-// them, to the same bytes. The fields MUST come in RFC 8785 key order with no key twice;
-// others are refused, never reordered. A caller with a fixed set of keys (an audit entry's
-// envelope, written for every entry) so builds and sorts no map for them.
-func MarshalObject(fields ...Field) ([]byte, error) {
-	return AppendObject(make([]byte, 0, 512), fields...)
-}
-
-// AppendObject is [MarshalObject] appending to dst: a writer that encodes object after object
-// (an audit batch's entries) can keep them in one buffer it reuses. On an error dst's bytes
-// are unchanged, though more may have been written past them.
+// AppendObject appends to dst the object of fields as [Marshal] encodes a map[string]any
+// holding them, to the same bytes. The fields MUST come in RFC 8785 key order with no key
+// twice; others are refused, never reordered. A caller with a fixed set of keys (an audit
+// entry's envelope, written for every entry) so builds and sorts no map for them, and a writer
+// that encodes object after object (an audit batch's entries) can keep them in one buffer it
+// reuses. On an error dst's bytes are unchanged, though more may have been written past them.
 func AppendObject(dst []byte, fields ...Field) ([]byte, error) {
 	b := bytes.NewBuffer(dst)
 	b.WriteByte('{')

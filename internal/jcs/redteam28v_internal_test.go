@@ -110,3 +110,8 @@ func TestRedTeam28V_ManyKeysInUTF16Order(t *testing.T) {
 		}
 	}
 }
+
+// MarshalObject is [AppendObject] into a new buffer.
+func MarshalObject(fields ...Field) ([]byte, error) {
+	return AppendObject(make([]byte, 0, 512), fields...)
+}

@@ -1,6 +1,7 @@
 package mcphost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 	if err := m.sup.Reap(ctx); err != nil {
 		return nil, err
 	}
-	rec, err := m.d.Accept(ctx, dispatch.Request{
+	return m.accept(ctx, dispatch.Request{
 		Subagent: req.Subagent, Envs: req.Envs, Target: req.Target, Input: req.Input,
 		Timeout: req.Timeout, Actor: req.Actor, Workspace: req.Workspace, Revision: req.Revision,
 		// Learn is a person's decision: an MCP client is refused a target in mode: learn.
@@ -46,6 +47,11 @@ func (m *Dispatcher) Dispatch(ctx context.Context, req mcpserver.DispatchRequest
 		// A version people superseded or retired starts nothing for an MCP client.
 		CurrentCatalog: true,
 	})
+}
+
+// accept records req's dispatch and, unless it ended already, starts its supervisor.
+func (m *Dispatcher) accept(ctx context.Context, req dispatch.Request) (*mcpserver.Record, error) {
+	rec, err := m.d.Accept(ctx, req)
 	if err != nil {
 		return nil, dispatchError(err)
 	}
@@ -86,9 +92,7 @@ func (m *Dispatcher) LearnTarget(target string) error {
 	if err != nil || t.Mode != config.ModeLearn {
 		return nil // an unknown target is Accept's to report
 	}
-	if target == "" {
-		target = config.DefaultTarget
-	}
+	target = cmp.Or(target, config.DefaultTarget)
 	return fmt.Errorf("target %q is in learn mode (mode: learn in agora.yaml), which a person chose for it, not for an AI: %w; dispatch to another target, or ask a person to run `agora dispatch run --learn`", target, dispatch.ErrLearnFromMCP)
 }
 
@@ -165,19 +169,7 @@ func (m *Dispatcher) Resume(ctx context.Context, p mcpserver.Principal, id, answ
 		return nil, dispatchError(err)
 	}
 	req.NoLearn = true // an answer over MCP never starts a learn dispatch
-	rec, err := m.d.Accept(ctx, req)
-	if err != nil {
-		return nil, dispatchError(err)
-	}
-	if !lifecycle.DispatchEnded(rec.State) {
-		id := rec.ID
-		var done <-chan struct{}
-		if rec, done, err = m.sup.Launch(ctx, id); err != nil {
-			return nil, err
-		}
-		m.ends.track(id, done, time.Now())
-	}
-	return record(rec), nil
+	return m.accept(ctx, req)
 }
 
 // Content reads stored content by digest from the blob store, which checks it against the

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"io"
 
@@ -14,9 +15,7 @@ import (
 // tool call with msg as the tool's error. It reaches no catalog, dispatcher or audit log: there is none to reach, and nothing
 // is done. It returns when the client disconnects or ctx ends.
 func ServeRefusalStdio(ctx context.Context, in io.Reader, out io.Writer, ceiling Ceiling, msg, version string) error {
-	if version == "" {
-		version = "dev"
-	}
+	version = cmp.Or(version, "dev")
 	m := mcp.NewServer(&mcp.Implementation{Name: "agora", Title: "agora", Version: version}, &mcp.ServerOptions{
 		Instructions: "agora cannot serve: " + msg,
 		HasTools:     true,

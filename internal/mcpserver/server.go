@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -78,9 +79,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Version == "" {
-		cfg.Version = "dev"
-	}
+	cfg.Version = cmp.Or(cfg.Version, "dev")
 	return &Server{cfg: cfg, log: cfg.Logger, redactor: redact.New(nil), resultCache: &resultCache{}, feeds: &feeds{}}, nil
 }
 

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -176,10 +177,7 @@ func CheckBind(addr string, allowAny bool) error {
 	if loopbackHosts[host] || allowAny {
 		return nil
 	}
-	shown := host
-	if shown == "" {
-		shown = "every interface"
-	}
+	shown := cmp.Or(host, "every interface")
 	return fmt.Errorf("%w: %s is not 127.0.0.1, ::1 or localhost; exposing the MCP server off this host also needs AGORA_HTTP_ALLOW_ANY=%s (the token alone does not allow it)",
 		ErrExposedBind, shown, AllowAnyValue)
 }

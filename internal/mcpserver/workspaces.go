@@ -68,9 +68,7 @@ func describeWorkspaces(vs []catalog.Version) (string, any) {
 	if len(vs) == 0 {
 		return workspaceDesc + ". No workspaces are registered: leave it out.", nil
 	}
-	if len(vs) > maxListedWorkspaces {
-		vs = vs[:maxListedWorkspaces]
-	}
+	vs = vs[:min(len(vs), maxListedWorkspaces)]
 	var b strings.Builder
 	b.WriteString(workspaceDesc + ". Registered workspaces:")
 	names := make([]any, 0, len(vs))

@@ -1,6 +1,7 @@
 package modelgw
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/url"
@@ -34,10 +35,7 @@ func (g *Gateway) learnFetch(ctx context.Context, u *url.URL, host string, port 
 	if derr := g.dialer.Vet(ctx, host); derr != nil {
 		return false, derr
 	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
+	path := cmp.Or(u.EscapedPath(), "/")
 	d := map[string]any{
 		"dispatch": g.dispatchID, entry.KeyRole: g.role,
 		entry.KeyHost: host, entry.KeyPort: int(port), entry.KeyVia: "fetch",

@@ -376,9 +376,6 @@ func parseModelURL(d *egress.Dialer, s string) (*url.URL, error) {
 	return u, nil
 }
 
-// Path returns the socket path the gateway listens on.
-func (g *Gateway) Path() string { return g.path }
-
 // Close stops accepting requests, lets in-flight ones finish for up to 10 seconds, then
 // cancels the rest and waits for them, writes the refusals counted since the last interval,
 // removes the socket and zeroes its copy of the API key. Nothing is recorded after Close

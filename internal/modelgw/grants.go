@@ -1,6 +1,7 @@
 package modelgw
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -50,10 +51,7 @@ func (gs grants) check(u *url.URL, method string) error {
 		}
 		return &refusal{msg: fmt.Sprintf("host %s is not granted", quoted(raw, maxHostInError))}
 	}
-	path := u.Path
-	if path == "" {
-		path = "/"
-	}
+	path := cmp.Or(u.Path, "/")
 	if !grant.RequestAllowed(gs, host, port, method, path) {
 		return &refusal{msg: fmt.Sprintf("%s of this path of host %s is not granted", method, quoted(raw, maxHostInError))}
 	}

@@ -1,6 +1,7 @@
 package modelgw
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,9 +125,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			g.record(r, ex, rec.status, rec.bytes, body.n, start)
 			panic(p)
 		}
-		if rec.status == 0 {
-			rec.status = http.StatusOK
-		}
+		rec.status = cmp.Or(rec.status, http.StatusOK)
 		g.record(r, ex, rec.status, rec.bytes, body.n, start)
 	}()
 	if !entered {
@@ -293,16 +292,12 @@ type recorder struct {
 }
 
 func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
+	r.status = cmp.Or(r.status, code)
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
+	r.status = cmp.Or(r.status, http.StatusOK)
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
 	return n, err

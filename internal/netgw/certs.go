@@ -203,9 +203,18 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 
 // writeFile writes path atomically with mode.
 func writeFile(path string, b []byte, mode os.FileMode) error {
+	if err := writeAtomic(path, b, mode); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// writeAtomic writes path with mode through a temporary file beside it renamed into place, so
+// a reader sees the whole file or none.
+func writeAtomic(path string, b []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+		return err
 	}
 	tmp := f.Name()
 	err = f.Chmod(mode)
@@ -220,7 +229,6 @@ func writeFile(path string, b []byte, mode os.FileMode) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
-	return nil
+	return err
 }

@@ -1,6 +1,7 @@
 package netgw
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -413,9 +414,7 @@ func (x *exported) close() error {
 			}
 			return true, nil
 		})
-		if x.err == nil {
-			x.err = err
-		}
+		x.err = cmp.Or(x.err, err)
 	})
 	return x.err
 }

@@ -48,7 +48,7 @@ func parseRoute(path string) (route, error) {
 	switch {
 	case r.kind == routeSession && len(seg) == 2:
 		return r, nil
-	case r.kind == routeMounts && len(seg) == 3 && validMountName(seg[2]):
+	case r.kind == routeMounts && len(seg) == 3 && remote.ValidMountName(seg[2]):
 		r.name = seg[2]
 		return r, nil
 	case r.kind == routeFiles && len(seg) == 3:
@@ -61,24 +61,11 @@ func parseRoute(path string) (route, error) {
 	case r.kind == routeStreams && len(seg) == 3 && (seg[2] == "stdout" || seg[2] == "stderr"):
 		r.name = seg[2]
 		return r, nil
-	case r.kind == routeSockets && len(seg) == 4 && validMountName(seg[2]) && validSocketName(seg[3]):
+	case r.kind == routeSockets && len(seg) == 4 && remote.ValidMountName(seg[2]) && validSocketName(seg[3]):
 		r.name, r.socket = seg[2], seg[3]
 		return r, nil
 	}
 	return route{}, errBadRoute
-}
-
-// validMountName: [a-z0-9-], 1 to 40 bytes.
-func validMountName(s string) bool {
-	if s == "" || len(s) > 40 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // validSocketName: [A-Za-z0-9._-], 1 to 64 bytes, not "." or "..".

@@ -1,6 +1,7 @@
 package netgw
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -162,21 +163,8 @@ func saveRecord(sd string, r *record) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(sd, "."+sessionFile+".tmp-*")
-	if err != nil {
+	if err := writeAtomic(filepath.Join(sd, sessionFile), b, 0o600); err != nil {
 		return fmt.Errorf("write gateway session: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, filepath.Join(sd, sessionFile))
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write gateway session: %w", werr)
 	}
 	return nil
 }
@@ -197,10 +185,7 @@ func mountName(dst string, taken map[string]bool) string {
 			dash = true
 		}
 	}
-	base := strings.TrimRight(b.String(), "-")
-	if base == "" {
-		base = "m"
-	}
+	base := cmp.Or(strings.TrimRight(b.String(), "-"), "m")
 	name := trimName(base, 40)
 	for i := 2; taken[name]; i++ {
 		suffix := fmt.Sprintf("-%d", i)

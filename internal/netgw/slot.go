@@ -343,20 +343,5 @@ func writeJSON(dir, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if werr != nil {
-		os.Remove(tmp)
-	}
-	return werr
+	return writeAtomic(filepath.Join(dir, name), b, 0o600)
 }

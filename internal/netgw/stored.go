@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/compute"
+	"github.com/agora-dev/agora/internal/compute/remote"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -226,7 +227,7 @@ func (g *Registry) restore(ctx context.Context, spec compute.Spec, stored *recor
 	rec.Mounts = nil
 	results := map[string]bool{}
 	for _, m := range stored.Mounts {
-		if !validMountName(m.Name) {
+		if !remote.ValidMountName(m.Name) {
 			// A name is a route's and a mark's file name (put-NAME): never a path.
 			return nil, fmt.Errorf("take back gateway session %q: a mount is named %q", spec.ID, m.Name)
 		}

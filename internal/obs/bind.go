@@ -1,6 +1,7 @@
 package obs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -25,9 +26,6 @@ func CheckBind(addr string, allowRemote bool) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	shown := host
-	if shown == "" {
-		shown = "every interface"
-	}
+	shown := cmp.Or(host, "every interface")
 	return fmt.Errorf("%w: %s; the metrics listener has no token, so serving it off this host also needs --metrics-allow-remote", ErrExposedBind, shown)
 }

@@ -1,10 +1,12 @@
 package oidcauth
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,9 +151,7 @@ func (c *Config) Validate() error {
 	case c.ClockSkew < 0 || c.ClockSkew > maxClockSkew:
 		return fmt.Errorf("auth.oidc.clock_skew %s: want between 0 and %s", c.ClockSkew, maxClockSkew)
 	}
-	if c.GroupsClaim == "" {
-		c.GroupsClaim = "groups"
-	}
+	c.GroupsClaim = cmp.Or(c.GroupsClaim, "groups")
 	if len(c.Rules) == 0 {
 		return errors.New("auth.oidc.rules is empty: with no rule every token gets nothing; add e.g. {group: platform, ceiling: orchestrate, web: operator}")
 	}
@@ -239,22 +239,11 @@ type Grant struct {
 	Web     string // "" or viewer, operator
 }
 
-// Empty reports whether g grants nothing.
-func (g Grant) Empty() bool { return g.Ceiling == "" && g.Web == "" }
-
 // grant applies the rules to a subject and its groups.
 func (c Config) grant(subject string, groups []string) Grant {
 	var g Grant
 	for _, r := range c.Rules {
-		match := r.Subject != "" && r.Subject == subject
-		if r.Group != "" {
-			for _, have := range groups {
-				if have == r.Group {
-					match = true
-					break
-				}
-			}
-		}
+		match := r.Subject != "" && r.Subject == subject || r.Group != "" && slices.Contains(groups, r.Group)
 		if !match {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,7 +215,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (Identity, claims, 
 	if c.Issuer != v.cfg.Issuer {
 		return Identity{}, claims{}, fmt.Errorf("%w: issued by %q, not %q", ErrInvalid, clip(c.Issuer), v.cfg.Issuer)
 	}
-	if !contains(c.Audience, v.cfg.Audience) {
+	if !slices.Contains(c.Audience, v.cfg.Audience) {
 		return Identity{}, claims{}, fmt.Errorf("%w: its audience is not %q", ErrInvalid, v.cfg.Audience)
 	}
 	id := Identity{Issuer: c.Issuer, Subject: c.Subject, Groups: c.Groups, Expiry: c.Expiry,
@@ -375,15 +376,6 @@ func (v *Verifier) get(ctx context.Context, url string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: GET %s: over %d bytes", ErrProvider, url, maxDocBytes)
 	}
 	return body, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // clip bounds an untrusted string repeated in an error.

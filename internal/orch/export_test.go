@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"reflect"
 	"time"
+
+	"github.com/agora-dev/agora/internal/orch/reviewwire"
 )
 
 // SetDrain bounds how many queued events one batch takes (maxBatch otherwise), for the
@@ -98,3 +100,13 @@ func NoExtWritten() bool { return !reflect.ValueOf(*noExt).IsZero() }
 // written: a write through a task's promoted rare fields instead of a set method lands
 // there, in every task.
 func NoRareWritten() bool { return *noRare != (rare{}) }
+
+// Limit is the limit for what is held now.
+func (m *Memory) Limit() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.limit()
+}
+
+// DecodeReview reads a review object exactly ([reviewwire.Decode]).
+func DecodeReview(b []byte) (Review, error) { return reviewwire.Decode(b) }

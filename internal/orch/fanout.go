@@ -1,6 +1,7 @@
 package orch
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
@@ -29,20 +30,11 @@ func listPath(f *task) string {
 func (t *task) lists() []string {
 	var out []string
 	for _, f := range t.fanOuts {
-		if p := listPath(f); !containsString(out, p) {
+		if p := listPath(f); !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // fanOut adds the items of every fan-out whose list t, which just succeeded, wrote. A

@@ -69,10 +69,6 @@ func (c *rowChanges) reset() {
 	c.tasks, c.inserted, c.endOrder = c.tasks[:0], c.inserted[:0], c.endOrder[:0]
 }
 
-func (c *rowChanges) empty() bool {
-	return len(c.tasks) == 0 && len(c.inserted) == 0 && len(c.ends) == 0
-}
-
 // add applies rec after everything added before it.
 func (c *rowChanges) add(rec *rowlog.Record) error {
 	for i := range rec.Tasks {

@@ -107,13 +107,6 @@ func (m *Memory) Parsing(src []byte) (done func()) {
 	}
 }
 
-// Limit is the limit for what is held now.
-func (m *Memory) Limit() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.limit()
-}
-
 func (m *Memory) limit() int64 { return MemoryLimitFor(m.tasks) + m.parsing }
 
 // apply sets the limit; m.mu is held.

@@ -1,6 +1,7 @@
 package orch
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 
@@ -103,10 +104,7 @@ func reviewReasons(x *task) []string {
 }
 
 func orNone(s string) string {
-	if s == "" {
-		return "no reason recorded"
-	}
-	return s
+	return cmp.Or(s, "no reason recorded")
 }
 
 // maxReasonsBytes caps the reasons an entry, a task's detail or a fix's input carries.

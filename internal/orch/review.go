@@ -22,9 +22,6 @@ type Review = api.Review
 // ReviewFormat is the one form a review takes, as a reviewer is told it.
 const ReviewFormat = reviewwire.Format
 
-// DecodeReview reads a review object exactly ([reviewwire.Decode]).
-func DecodeReview(b []byte) (Review, error) { return reviewwire.Decode(b) }
-
 // DecodeFinalReview reads a reviewer's final answer as its review ([reviewwire.DecodeFinal]):
 // exactly one review object, alone or in one fenced block; anything else is refused.
 func DecodeFinalReview(b []byte) (Review, error) { return reviewwire.DecodeFinal(b) }

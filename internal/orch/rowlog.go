@@ -66,9 +66,6 @@ type attemptImage struct {
 // damaged orch.db, never skipped.
 var errLogRecord = rowlog.ErrDamaged
 
-// encode appends r's binary form (rowlog.Record's) to dst.
-func (r *logRecord) encode(dst []byte) []byte { return r.encodeWith(dst, &rowlog.Record{}) }
-
 // encodeWith is encode with w's lists reused for the plain values: the engine keeps one w,
 // so a commit allocates nothing for its record but what the lists grow by.
 func (r *logRecord) encodeWith(dst []byte, w *rowlog.Record) []byte {
@@ -87,25 +84,6 @@ func (r *logRecord) encodeWith(dst []byte, w *rowlog.Record) []byte {
 		w.Ends[i] = rowlog.End{ID: x.id, State: x.state, Reason: x.reason, EndedAt: x.endedAt, Usage: x.usage, Verdict: x.verdict}
 	}
 	return w.Encode(dst)
-}
-
-// decodeLogRecord parses a record encode wrote (rowlog.Decode); its fired attempts are live.
-func decodeLogRecord(b []byte) (*logRecord, error) {
-	w, err := rowlog.Decode(b)
-	if err != nil {
-		return nil, err
-	}
-	r := &logRecord{tasks: make([]taskImage, len(w.Tasks)), inserts: make([]attemptImage, len(w.Inserts)), ends: make([]endImage, len(w.Ends))}
-	for i := range w.Tasks {
-		r.tasks[i] = taskFromWire(&w.Tasks[i])
-	}
-	for i := range w.Inserts {
-		r.inserts[i] = attemptFromWire(&w.Inserts[i])
-	}
-	for i := range w.Ends {
-		r.ends[i] = endFromWire(&w.Ends[i])
-	}
-	return r, nil
 }
 
 // taskFromWire is a decoded task row image.

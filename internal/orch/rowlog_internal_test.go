@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agora-dev/agora/internal/audit"
+	"github.com/agora-dev/agora/internal/orch/rowlog"
 	"github.com/agora-dev/agora/internal/store"
 )
 
@@ -85,4 +86,26 @@ func TestFoldFailsWhole(t *testing.T) {
 	if !bytes.Equal(rec, one.encode(nil)) {
 		t.Error("the first record changed")
 	}
+}
+
+// encode appends r's binary form (rowlog.Record's) to dst.
+func (r *logRecord) encode(dst []byte) []byte { return r.encodeWith(dst, &rowlog.Record{}) }
+
+// decodeLogRecord parses a record encode wrote (rowlog.Decode); its fired attempts are live.
+func decodeLogRecord(b []byte) (*logRecord, error) {
+	w, err := rowlog.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	r := &logRecord{tasks: make([]taskImage, len(w.Tasks)), inserts: make([]attemptImage, len(w.Inserts)), ends: make([]endImage, len(w.Ends))}
+	for i := range w.Tasks {
+		r.tasks[i] = taskFromWire(&w.Tasks[i])
+	}
+	for i := range w.Inserts {
+		r.inserts[i] = attemptFromWire(&w.Inserts[i])
+	}
+	for i := range w.Ends {
+		r.ends[i] = endFromWire(&w.Ends[i])
+	}
+	return r, nil
 }

@@ -8,6 +8,7 @@ package roottar
 
 import (
 	"archive/tar"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -68,10 +69,7 @@ func WriteDir(w io.Writer, dir string, o Options) error {
 func (o Options) entry(tw *tar.Writer, root *os.Root, name string, d fs.DirEntry) error {
 	switch d.Type() {
 	case fs.ModeDir:
-		mode := o.DirMode
-		if mode == 0 {
-			mode = 0o755
-		}
+		mode := cmp.Or(o.DirMode, 0o755)
 		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, Format: tar.FormatPAX})
 	case fs.ModeSymlink:
 		if !o.Symlinks {

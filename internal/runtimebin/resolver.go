@@ -1,6 +1,7 @@
 package runtimebin
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -72,10 +73,7 @@ func (r *Resolver) Resolve(ctx context.Context, runtime, configured string) (Bin
 	if _, ok := known(runtime); !ok {
 		return Binary{}, &UnknownRuntimeError{Runtime: runtime}
 	}
-	pathEnv := r.PATH
-	if pathEnv == "" {
-		pathEnv = os.Getenv("PATH")
-	}
+	pathEnv := cmp.Or(r.PATH, os.Getenv("PATH"))
 	path, err := locate(runtime, configured, pathEnv)
 	if err != nil {
 		return Binary{}, err

@@ -15,6 +15,7 @@ package s3
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
@@ -78,9 +79,7 @@ func New(cfg Config, creds Credentials, policy egress.Policy) (*Client, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(cfg.Endpoint)
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
-	}
+	cfg.Region = cmp.Or(cfg.Region, "us-east-1")
 	hc := egress.NewDialer(policy, nil).Client(requestTimeout)
 	hc.CheckRedirect = refuseRedirect
 	return &Client{

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -127,8 +128,5 @@ func kindOf(status int, code, method string, bucket bool) string {
 }
 
 func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return cmp.Or(s, "-")
 }

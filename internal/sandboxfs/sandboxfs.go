@@ -258,9 +258,7 @@ func classify(err error) error {
 // quote keeps a sandbox-chosen name printable in a message.
 func quote(s string) string {
 	const max = 256
-	if len(s) > max {
-		s = s[:max]
-	}
+	s = s[:min(len(s), max)]
 	return fmt.Sprintf("%q", s)
 }
 

@@ -12,14 +12,12 @@ import (
 // gateway, no replication).
 func copied(key string) bool { return key == "egress" || key == "worker" }
 
-// ConfigFor returns the throw-away home's agora.yaml: target's settings and the copied keys as
-// raw (the person's agora.yaml; nil when there is none) has them, byte for byte in meaning.
-// An absent target named "local" is the default target, which needs no line.
-func ConfigFor(raw []byte, target string) ([]byte, error) { return ConfigWithGateway(raw, target, "") }
-
-// ConfigWithGateway is [ConfigFor] with the target's gateway replaced, when gateway is not
-// "": the URL a kubernetes target's pods reach the throw-away home's own network gateway at,
-// never the person's, whose sessions are its home's.
+// ConfigWithGateway returns the throw-away home's agora.yaml: target's settings and the copied
+// keys as raw (the person's agora.yaml; nil when there is none) has them, byte for byte in
+// meaning, with the target's gateway replaced when gateway is not "": the URL a kubernetes
+// target's pods reach the throw-away home's own network gateway at, never the person's, whose
+// sessions are its home's. An absent target named "local" is the default target, which needs
+// no line.
 func ConfigWithGateway(raw []byte, target, gateway string) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {

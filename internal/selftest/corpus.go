@@ -2,6 +2,7 @@ package selftest
 
 import (
 	"bufio"
+	"cmp"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -187,9 +188,7 @@ var knownProviders = []string{"local", "docker", "kubernetes"}
 
 // For reports whether the entry runs on a target of provider ("" is local).
 func (a Attack) For(provider string) bool {
-	if provider == "" {
-		provider = "local"
-	}
+	provider = cmp.Or(provider, "local")
 	return len(a.Providers) == 0 || slices.Contains(a.Providers, provider)
 }
 

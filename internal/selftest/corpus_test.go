@@ -99,7 +99,7 @@ targets:
   other:
     sandbox: none
 `)
-	got, err := selftest.ConfigFor(raw, "local")
+	got, err := selftest.ConfigWithGateway(raw, "local", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +114,10 @@ targets:
 			t.Errorf("ConfigFor copied %q:\n%s", not, s)
 		}
 	}
-	if _, err := selftest.ConfigFor(raw, "missing"); err == nil {
+	if _, err := selftest.ConfigWithGateway(raw, "missing", ""); err == nil {
 		t.Error("ConfigFor of a target agora.yaml lacks succeeded")
 	}
-	if got, err := selftest.ConfigFor(nil, "local"); err != nil || strings.Contains(string(got), "targets") {
+	if got, err := selftest.ConfigWithGateway(nil, "local", ""); err != nil || strings.Contains(string(got), "targets") {
 		t.Errorf("ConfigFor(no agora.yaml, local) = %q, %v; want the default target", got, err)
 	}
 }

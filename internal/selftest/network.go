@@ -130,9 +130,7 @@ func (fx *fixtures) close() {
 }
 
 func (fx *fixtures) keep(list *[]string, what string, b []byte) {
-	if len(b) > fixtureCap {
-		b = b[:fixtureCap]
-	}
+	b = b[:min(len(b), fixtureCap)]
 	// The evidence names a secret that got here, never its value.
 	for _, sec := range [][2]string{{fx.token, "SELFTEST_TOKEN"}, {fx.otherToken, "SELFTEST_OTHER_TOKEN"}, {fx.modelKey, "OPENAI_API_KEY"}, {fx.envSecret, "SELFTEST_SECRET"}} {
 		if sec[0] != "" {

@@ -32,7 +32,7 @@ type Options struct {
 	// writes into it.
 	Home string
 	// Target is the target's name, and Config the throw-away home's agora.yaml: that target's
-	// settings as the person's agora.yaml has them (ConfigFor).
+	// settings as the person's agora.yaml has them (ConfigWithGateway).
 	Target string
 	Config []byte
 	// Worker is the host path of the worker program the target's dispatches start from.

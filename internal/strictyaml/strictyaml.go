@@ -9,12 +9,15 @@ package strictyaml
 
 import (
 	"bytes"
+	"cmp"
 	"encoding"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -446,9 +449,7 @@ func structFields(t reflect.Type) map[string]fieldInfo {
 			}
 			continue
 		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
+		name = cmp.Or(name, strings.ToLower(f.Name))
 		fields[name] = fieldInfo{index: []int{i}, name: name}
 	}
 	return fields
@@ -462,6 +463,19 @@ func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	fields := cachedFields(v.Type())
+	d.entries(n, path, func(k, val *yaml.Node, sub string) {
+		f, ok := fields[k.Value]
+		if !ok {
+			d.Errorf(k, sub, "unknown field %q; known fields: %s", k.Value, knownFields(fields))
+			return
+		}
+		d.Decode(val, v.FieldByIndex(f.index), sub)
+	})
+}
+
+// entries calls each with every key of mapping n, its value and its path, after checking the
+// key ([Decoder.key]) and refusing a duplicate one.
+func (d *Decoder) entries(n *yaml.Node, path string, each func(k, val *yaml.Node, sub string)) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -475,22 +489,12 @@ func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 		}
 		seen[k.Value] = k.Line
 		d.mark(sub, k.Line)
-		f, ok := fields[k.Value]
-		if !ok {
-			d.Errorf(k, sub, "unknown field %q; known fields: %s", k.Value, knownFields(fields))
-			continue
-		}
-		d.Decode(val, v.FieldByIndex(f.index), sub)
+		each(k, val, sub)
 	}
 }
 
 func knownFields(fields map[string]fieldInfo) string {
-	names := make([]string, 0, len(fields))
-	for k := range fields {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(fields)), ", ")
 }
 
 func (d *Decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
@@ -507,25 +511,13 @@ func (d *Decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 	if v.IsNil() {
 		v.Set(reflect.MakeMapWithSize(v.Type(), len(n.Content)/2))
 	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if !d.key(k, func() string { return path }) {
-			continue
-		}
-		sub := join(path, k.Value)
-		if line, dup := seen[k.Value]; dup {
-			d.Errorf(k, sub, "duplicate key (first at line %d)", line)
-			continue
-		}
-		seen[k.Value] = k.Line
-		d.mark(sub, k.Line)
+	d.entries(n, path, func(k, val *yaml.Node, sub string) {
 		elem := reflect.New(v.Type().Elem()).Elem()
 		d.Decode(val, elem, sub)
 		key := reflect.New(v.Type().Key()).Elem()
 		key.SetString(k.Value)
 		v.SetMapIndex(key, elem)
-	}
+	})
 }
 
 func (d *Decoder) sequence(n *yaml.Node, v reflect.Value, path string) {

@@ -1,6 +1,7 @@
 package toolreg
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -158,13 +159,9 @@ func (v *View) refuse(ctx context.Context, name string, args []byte, start time.
 		tool, reason = cut(name, MaxToolNameLen), ReasonInvalidName
 	default:
 		reason = v.refusals[name]
-		if reason == "" {
-			reason = ReasonUnknownTool
-		}
+		reason = cmp.Or(reason, ReasonUnknownTool)
 	}
-	if len(args) > MaxArgsSize {
-		args = args[:MaxArgsSize]
-	}
+	args = args[:min(len(args), MaxArgsSize)]
 	if v.auditor != nil {
 		d := Decision{DispatchID: v.dispatchID, Role: v.role, Tool: tool,
 			Decision: DecisionDenied, Reason: reason, ArgsHash: v.argsHash(args)}

@@ -56,9 +56,7 @@ func attrs(kv []any) []attribute.KeyValue {
 		case float64:
 			out = append(out, attribute.Float64(k, v))
 		case []string:
-			if len(v) > maxList {
-				v = v[:maxList]
-			}
+			v = v[:min(len(v), maxList)]
 			c := make([]string, len(v))
 			for j, s := range v {
 				c[j] = clip(s)

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,10 +115,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: OTLP exporter: %w", ErrConfig, err)
 	}
-	service := strings.TrimSpace(getenv("OTEL_SERVICE_NAME"))
-	if service == "" {
-		service = DefaultService
-	}
+	service := cmp.Or(strings.TrimSpace(getenv("OTEL_SERVICE_NAME")), DefaultService)
 	// Only the service name and the SDK's identity, plus OTEL_RESOURCE_ATTRIBUTES which the
 	// operator wrote: never the process's command line or environment.
 	res, err := resource.Merge(resource.NewSchemaless(attribute.String("service.name", service)),

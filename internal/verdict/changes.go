@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"strings"
@@ -90,10 +91,7 @@ func admit(changes, protect *Matcher, c Change, links Links) string {
 		if err != nil {
 			return fmt.Sprintf("a symbolic link to %q: %v", clip(c.Target, 256), err)
 		}
-		shown := to
-		if shown == "" {
-			shown = "."
-		}
+		shown := cmp.Or(to, ".")
 		if protect != nil {
 			if _, hit := protect.Match(to); hit {
 				return fmt.Sprintf("a symbolic link to %q, a protected path", clip(shown, 256))
@@ -181,9 +179,7 @@ func checkTarget(t string) error {
 // first one first), at most [MaxProtectedPaths]; its detail says why for each it names.
 func OutsideChanges(command []string, changes []string, offences []Offence) Verdict {
 	shown := offences
-	if len(shown) > MaxProtectedPaths {
-		shown = shown[:MaxProtectedPaths]
-	}
+	shown = shown[:min(len(shown), MaxProtectedPaths)]
 	detail := fmt.Sprintf("the patch touches %d path(s) the gate does not admit (changes: %s): ", len(offences), strings.Join(changes, ", "))
 	paths := make([]string, 0, len(shown))
 	for i, o := range shown {

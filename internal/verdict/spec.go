@@ -18,6 +18,7 @@
 package verdict
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -118,9 +119,7 @@ func checkReportName(n string) error {
 
 // Effective is s with its default timeout applied.
 func (s Spec) Effective() Spec {
-	if s.Timeout == 0 {
-		s.Timeout = DefaultTimeout
-	}
+	s.Timeout = cmp.Or(s.Timeout, DefaultTimeout)
 	return s
 }
 

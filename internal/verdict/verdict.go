@@ -105,9 +105,7 @@ func Red(reason, detail string, exit int, command []string, took time.Duration, 
 // command never ran.
 func Protected(command, paths []string) Verdict {
 	shown := paths
-	if len(shown) > MaxProtectedPaths {
-		shown = shown[:MaxProtectedPaths]
-	}
+	shown = shown[:min(len(shown), MaxProtectedPaths)]
 	detail := fmt.Sprintf("the patch touches %d protected path(s): ", len(paths))
 	for i, p := range shown {
 		if i > 0 {

@@ -5,6 +5,7 @@
 package version
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,10 +66,7 @@ func (v Info) Text() string {
 		if v.Modified {
 			commit += "+modified"
 		}
-		t := v.Time
-		if t == "" {
-			t = "-"
-		}
+		t := cmp.Or(v.Time, "-")
 		commit += " (" + t + ")"
 	}
 	out := fmt.Sprintf("agora %s\n%s\n%s\n", v.Version, commit, v.GoVersion)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 )
@@ -69,9 +70,7 @@ func (s *Server) loginPost(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil, MaxAge: int(sessionTTL.Seconds())})
 	s.log.Info("web login", "client", p.name, "operator", p.operator, "remote", r.RemoteAddr)
-	if next == "" {
-		next = "/"
-	}
+	next = cmp.Or(next, "/")
 	// Not http.Redirect, which cleans and re-escapes the target: the Location is exactly the
 	// target localPath checked.
 	w.Header().Set("Location", next)

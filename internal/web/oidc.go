@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -222,10 +223,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: sid, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: s.secureCookie(r), MaxAge: max(1, int(expires.Sub(now).Seconds()))})
 	s.log.Info("web sign-in", "actor", p.actor(), "operator", p.operator, "until", expires.UTC().Format(time.RFC3339), "remote", r.RemoteAddr)
-	next := fl.next
-	if next == "" {
-		next = "/runs"
-	}
+	next := cmp.Or(fl.next, "/runs")
 	// next passed localPath when the flow began: a plain ASCII path of this server.
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	n := html.EscapeString(next)

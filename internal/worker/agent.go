@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,10 +40,7 @@ func agentEnv(m wire.Manifest, secrets map[string]string, root, tmp string, prox
 		env[k] = v
 	}
 	refuseImplicitBareRepos(env)
-	input := m.InputJSON
-	if input == "" {
-		input = "{}"
-	}
+	input := cmp.Or(m.InputJSON, "{}")
 	env["AGORA_INPUT_JSON"] = input
 	env["AGORA_DISPATCH_ID"] = m.DispatchID
 	env["AGORA_OUT"] = filepath.Join(root, wire.OutDir)

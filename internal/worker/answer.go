@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -228,9 +229,7 @@ func replaceIn(root *os.Root, name string, b []byte) error {
 // string, else the whole input JSON. When the dispatch resumes one that asked a question, the
 // question and its answer follow the prompt (they are in the input JSON anyway).
 func userPrompt(inputJSON string) string {
-	if inputJSON == "" {
-		inputJSON = "{}"
-	}
+	inputJSON = cmp.Or(inputJSON, "{}")
 	var in struct {
 		Prompt *string `json:"prompt"`
 		Resume *struct {

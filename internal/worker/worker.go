@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,15 +179,9 @@ type runner struct {
 }
 
 func run(ctx context.Context, opts options) int {
-	if opts.TempDir == "" {
-		opts.TempDir = os.TempDir()
-	}
-	if opts.Stdout == nil {
-		opts.Stdout = io.Discard
-	}
-	if opts.Stderr == nil {
-		opts.Stderr = io.Discard
-	}
+	opts.TempDir = cmp.Or(opts.TempDir, os.TempDir())
+	opts.Stdout = cmp.Or(opts.Stdout, io.Discard)
+	opts.Stderr = cmp.Or(opts.Stderr, io.Discard)
 	r := &runner{
 		opts:      opts,
 		workspace: filepath.Join(opts.Root, wire.WorkspaceDir),

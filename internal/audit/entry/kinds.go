@@ -38,15 +38,6 @@ const (
 // DispatchState is the kind of a dispatch's move to state ("accepted", "finished", ...).
 func DispatchState(state string) string { return DispatchPrefix + state }
 
-// DispatchEnd reports whether kind records a dispatch's terminal state.
-func DispatchEnd(kind string) bool {
-	switch kind {
-	case DispatchFinished, DispatchFailed, DispatchCancelled, DispatchNeedsInput:
-		return true
-	}
-	return false
-}
-
 // Kinds of a held tool call (agora.db): the request for approval and its decision.
 const (
 	ApprovalRequest  = "approval.request"

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -516,10 +517,7 @@ func (rv *runVerifier) provenance(m *dispatchManifest, manifests map[string]*dis
 func sameProduct(sel string, files []manifestFile, up *dispatchManifest) error {
 	switch {
 	case sel == "patch":
-		want := up.Products.Patch
-		if want == "" {
-			want = emptyDigest
-		}
+		want := cmp.Or(up.Products.Patch, emptyDigest)
 		if len(files) != 1 || files[0].Digest != want {
 			return fmt.Errorf("mounted %v, the upstream patch is %s", files, want)
 		}

@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -163,9 +164,7 @@ func (w *Writer) PrepareSubagent(ctx context.Context, name string, spec Subagent
 	if err := secret.ValidatePatternNames(allow); err != nil {
 		return nil, err
 	}
-	if spec.Runtime == "" {
-		spec.Runtime = runtimes.Default
-	}
+	spec.Runtime = cmp.Or(spec.Runtime, runtimes.Default)
 	var problems []string
 	if rt, ok := runtimes.Lookup(spec.Runtime); ok {
 		problems = runtimes.Problems(rt, spec.Command, spec.Model, spec.SystemPrompt)

@@ -4,6 +4,7 @@
 package branch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,12 +140,8 @@ func RunWork(ctx context.Context, h *home.Home, run api.Run, repo string, skip [
 				return w, fmt.Errorf("task %s: %w", t.ID, err)
 			}
 		}
-		if w.base == "" {
-			w.base = r.Revision
-		}
-		if w.repo == "" {
-			w.repo = r.Repo // a workspace run: its repository, as the dispatcher resolved it
-		}
+		w.base = cmp.Or(w.base, r.Revision)
+		w.repo = cmp.Or(w.repo, r.Repo) // a workspace run: its repository, as the dispatcher resolved it
 		if r.Revision != w.base {
 			return w, fmt.Errorf("task %s ran on commit %s, the run on %s: one branch needs one base", t.ID, cmdutil.OrDash(r.Revision), w.base)
 		}

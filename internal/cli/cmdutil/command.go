@@ -21,7 +21,7 @@ import (
 //   - xRun(ctx, opts) does the work.
 //
 // A test passes runF to stop after parsing and look at the options, or calls xRun with options
-// it built. NewRootCmd passes nil.
+// it built. The root command passes nil.
 
 // RunCmd ends every RunE: runF, a test's seam, when one is given, else run once the command's
 // home is there ([GateHomes]: the command line is parsed and checked by now). A usage error run

@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -104,10 +105,7 @@ func FmtDigest(ios *IOStreams, d fmt.Stringer) string {
 
 // OrDash is s, or "-" when s is empty: a table cell is never blank.
 func OrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return cmp.Or(s, "-")
 }
 
 // Truncate is s on one line (runs of white space made one space), cut to n bytes with "..."

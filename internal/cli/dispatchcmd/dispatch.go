@@ -6,6 +6,7 @@
 package dispatchcmd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -322,10 +323,10 @@ func runDispatchWith(ctx context.Context, f *cmdutil.Factory, d *dispatch.Dispat
 	}
 	if t, err := d.Config.Target(req.Target); err == nil {
 		if t.Sandbox == "none" {
-			fmt.Fprintf(f.IO.ErrOut, "agora: WARNING: target %q runs workers WITHOUT a sandbox (sandbox: none); this is recorded on the dispatch\n", orDefault(req.Target, "local"))
+			fmt.Fprintf(f.IO.ErrOut, "agora: WARNING: target %q runs workers WITHOUT a sandbox (sandbox: none); this is recorded on the dispatch\n", cmp.Or(req.Target, "local"))
 		}
 		if t.Network == dispatch.NetworkHost {
-			fmt.Fprintf(f.IO.ErrOut, "agora: WARNING: target %q gives workers the host's network, unrestricted and unaudited (network: host); this is recorded on the dispatch\n", orDefault(req.Target, "local"))
+			fmt.Fprintf(f.IO.ErrOut, "agora: WARNING: target %q gives workers the host's network, unrestricted and unaudited (network: host); this is recorded on the dispatch\n", cmp.Or(req.Target, "local"))
 		}
 	}
 	rec, err := d.Accept(ctx, req)
@@ -394,13 +395,6 @@ func superviseHere(ctx context.Context, f *cmdutil.Factory, d *dispatch.Dispatch
 	wg.Wait()
 	p.stop()
 	return final, err
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // printAccepted writes the accepted line, naming the dispatch's sandbox as sandbox.

@@ -2,6 +2,7 @@ package dispatchcmd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -239,9 +240,7 @@ func (w frameWriter) Write(p []byte) (int, error) {
 		for n < len(p) && n > 0 && !utf8.RuneStart(p[n]) {
 			n--
 		}
-		if n == 0 {
-			n = min(len(p), maxFramePart)
-		}
+		n = cmp.Or(n, min(len(p), maxFramePart))
 		f := api.HandoffFrame{Out: string(p[:n])}
 		if w.stderr {
 			f = api.HandoffFrame{Err: string(p[:n])}

@@ -2,6 +2,7 @@ package orch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -31,9 +32,7 @@ func baseTree(ctx context.Context, repo string) ([]string, string, error) {
 			return nil, "", nil
 		}
 	}
-	if rev == "" {
-		rev = "HEAD"
-	}
+	rev = cmp.Or(rev, "HEAD")
 	if strings.HasPrefix(rev, "-") {
 		return nil, "", fmt.Errorf("--repo %q: a revision cannot start with '-'", repo)
 	}

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -51,10 +52,7 @@ func (p *Provider) createOptions(s compute.Spec) (client.ContainerCreateOptions,
 	}
 	uid, gid := s.RunAs.UID, s.RunAs.GID
 	lim := withDefaults(s.Limits)
-	dir := s.Dir
-	if dir == "" {
-		dir = "/"
-	}
+	dir := cmp.Or(s.Dir, "/")
 	entry := s.Argv
 	stdin := len(s.Files) == 1
 	if stdin {

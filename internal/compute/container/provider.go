@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -67,17 +68,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if o.CPUs < 0 || math.IsNaN(o.CPUs) || math.IsInf(o.CPUs, 0) || o.CPUs > 1024 {
 		return nil, fmt.Errorf("cpus %v out of range; want 0 (no cap) up to 1024", o.CPUs)
 	}
-	shim := o.ShimPath
-	if shim == "" {
-		shim = DefaultShimPath
-	}
-	host := o.Host
-	if host == "" {
-		host = os.Getenv("DOCKER_HOST")
-	}
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
+	shim := cmp.Or(o.ShimPath, DefaultShimPath)
+	host := cmp.Or(o.Host, os.Getenv("DOCKER_HOST"), client.DefaultDockerHost)
 	// No connection is kept for reuse: the client's Close only closes idle connections, so
 	// one a request still held (a container's wait, a log stream) went idle after Close and
 	// stayed open with its reader goroutines. A connection a request costs tens of µs on
@@ -127,9 +119,7 @@ func inspectImage(ctx context.Context, cli *client.Client, img Image) (string, e
 		if !cerrdefs.IsNotFound(err) {
 			return "", fmt.Errorf("inspect image %q: %w", img, err)
 		}
-		if firstErr == nil {
-			firstErr = err
-		}
+		firstErr = cmp.Or(firstErr, err)
 	}
 	return "", fmt.Errorf("image %q is not present on the container engine (agora never pulls; load or build it first, e.g. scripts/images.sh): %w", img, firstErr)
 }

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -124,12 +125,8 @@ func (h *handle) Wait() (compute.Exit, error) {
 // copyOutput demultiplexes the attach stream into the spec's writers until it ends.
 func (h *handle) copyOutput(att client.ContainerAttachResult, stdout, stderr io.Writer) {
 	defer close(h.copied)
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
+	stdout = cmp.Or(stdout, io.Discard)
+	stderr = cmp.Or(stderr, io.Discard)
 	stdcopy.StdCopy(stdout, stderr, att.Reader)
 }
 

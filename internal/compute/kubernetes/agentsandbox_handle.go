@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,9 +160,7 @@ func (f *podFollow) see(ctx context.Context, pod *corev1.Pod, deleted bool) (com
 	if !f.owned(pod) {
 		return compute.Exit{}, false, nil
 	}
-	if f.uid == "" {
-		f.uid = pod.UID
-	}
+	f.uid = cmp.Or(f.uid, pod.UID)
 	if pod.UID != f.uid {
 		exit, err := f.h.endSandbox(compute.Exit{Code: -1, Lost: true}, nil)
 		return exit, true, errors.Join(err, fmt.Errorf("sandbox %q: its pod was replaced; a dispatch's worker runs once", f.h.name))

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -151,9 +152,7 @@ func groupClient(cfg *rest.Config, h *http.Client, sch apiScheme, apiPath string
 	c.GroupVersion = &gv
 	c.APIPath = apiPath
 	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(sch.scheme, sch.codecs).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
+	c.UserAgent = cmp.Or(c.UserAgent, rest.DefaultKubernetesUserAgent())
 	return rest.RESTClientForConfigAndClient(&c, h)
 }
 

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"math"
 	"time"
 
@@ -99,10 +100,7 @@ func (p *Provider) jobObject(in jobInput) *batchv1.Job {
 		SecurityContext: containerSecurity(),
 		ImagePullPolicy: p.pullPolicy(),
 	}
-	dir := in.spec.Dir
-	if dir == "" {
-		dir = "/"
-	}
+	dir := cmp.Or(in.spec.Dir, "/")
 	worker := corev1.Container{
 		Name:       workerContainer,
 		Image:      p.opts.Image,

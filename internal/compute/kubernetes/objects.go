@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"path"
@@ -121,10 +122,7 @@ func (p *Provider) podUser(s compute.Spec) (uid, gid int64) {
 	if ra := s.RunAs; ra != nil {
 		return int64(ra.UID), int64(ra.GID)
 	}
-	first := p.opts.SandboxUID
-	if first == 0 {
-		first = DefaultSandboxUID
-	}
+	first := cmp.Or(p.opts.SandboxUID, DefaultSandboxUID)
 	u := int64(compute.SandboxUIDFor(first, s.ID))
 	return u, u
 }

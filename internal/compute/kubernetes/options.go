@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -179,9 +180,7 @@ func newProvider(opts Options, client clusterAPI) (*Provider, error) {
 	if err := p.check(); err != nil {
 		return nil, fmt.Errorf("kubernetes target %q: %w", opts.Target, err)
 	}
-	if p.opts.TTL == 0 {
-		p.opts.TTL = DefaultTTL
-	}
+	p.opts.TTL = cmp.Or(p.opts.TTL, DefaultTTL)
 	return p, nil
 }
 

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -37,10 +38,7 @@ const poolLease = 2 * time.Minute
 
 // lease is p's poolLease.
 func (p *Provider) lease() time.Duration {
-	if p.testOnlyPoolLease != 0 {
-		return p.testOnlyPoolLease
-	}
-	return poolLease
+	return cmp.Or(p.testOnlyPoolLease, poolLease)
 }
 
 // heldUntil is the lease of a keep of p's at now. Sweeps read it as a mark that changes at

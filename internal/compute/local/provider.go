@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,19 +62,13 @@ var _ compute.Provider = (*Provider)(nil)
 // need it with [ErrNoSandbox].
 func New(opts Options) (*Provider, error) {
 	p := &Provider{live: make(map[string]*handle)}
-	bwrap := opts.BwrapPath
-	if bwrap == "" {
-		bwrap = "bwrap"
-	}
+	bwrap := cmp.Or(opts.BwrapPath, "bwrap")
 	if path, err := exec.LookPath(bwrap); err != nil {
 		p.bwrapErr = fmt.Sprintf("bwrap %q: %v", bwrap, err)
 	} else {
 		p.bwrap = path
 	}
-	prl := opts.PrlimitPath
-	if prl == "" {
-		prl = "prlimit"
-	}
+	prl := cmp.Or(opts.PrlimitPath, "prlimit")
 	if path, err := exec.LookPath(prl); err == nil {
 		// Resolved: what runs is the file itself, not a link to it.
 		if real, err := filepath.EvalSymlinks(path); err == nil {

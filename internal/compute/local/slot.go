@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -441,9 +442,7 @@ func (s *Slot) claim(ctx context.Context, spec compute.Spec, beforeRelease func(
 	for i, sink := range []io.Writer{spec.Stdout, spec.Stderr} {
 		r := s.outR[i]
 		s.outR[i] = nil
-		if sink == nil {
-			sink = io.Discard
-		}
+		sink = cmp.Or(sink, io.Discard)
 		drain.Go(func() {
 			_, _ = io.Copy(sink, r)
 			r.Close()

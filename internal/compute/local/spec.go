@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -98,10 +99,7 @@ func checkPath(p string) error {
 
 // workDir is the working directory inside the sandbox.
 func workDir(s compute.Spec) string {
-	if s.Dir == "" {
-		return "/"
-	}
-	return s.Dir
+	return cmp.Or(s.Dir, "/")
 }
 
 // sandboxEnv is Spec.Env with PWD set to the working directory, which bwrap would set

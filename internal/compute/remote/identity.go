@@ -1,6 +1,9 @@
 package remote
 
-import "strings"
+import (
+	"cmp"
+	"strings"
+)
 
 // Identity is the version a remote worker and the host that dispatches to it compare before
 // the worker fetches anything (Info.Version). A release's module version stands as it is. A
@@ -16,9 +19,7 @@ func Identity(moduleVersion, workerSHA256 string) string {
 	if v == "" || v == "(devel)" {
 		v = "dev"
 	}
-	if workerSHA256 == "" {
-		workerSHA256 = "unknown"
-	}
+	workerSHA256 = cmp.Or(workerSHA256, "unknown")
 	return v + "+sha256:" + workerSHA256
 }
 

@@ -154,3 +154,16 @@ const (
 // request across a gateway's restart first). The host records such a dispatch
 // gateway-unreachable: the agent did nothing wrong. (75 is EX_TEMPFAIL of sysexits.h.)
 const ExitGatewayUnreachable = 75
+
+// ValidMountName reports whether s has the shape of a [Mount]'s Name: [a-z0-9-], 1 to 40 bytes.
+func ValidMountName(s string) bool {
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

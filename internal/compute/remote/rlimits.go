@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -31,15 +32,9 @@ type Rlimits struct {
 
 // WithDefaults fills each zero field with its default.
 func (r Rlimits) WithDefaults() Rlimits {
-	if r.Nproc == 0 {
-		r.Nproc = DefaultNproc
-	}
-	if r.Fsize == 0 {
-		r.Fsize = DefaultFsize
-	}
-	if r.Nofile == 0 {
-		r.Nofile = DefaultNofile
-	}
+	r.Nproc = cmp.Or(r.Nproc, DefaultNproc)
+	r.Fsize = cmp.Or(r.Fsize, DefaultFsize)
+	r.Nofile = cmp.Or(r.Nofile, DefaultNofile)
 	return r
 }
 

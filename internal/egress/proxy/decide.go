@@ -164,8 +164,6 @@ func refusalSentence(t target, reason string) string {
 }
 
 func cut(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-	}
+	s = s[:min(len(s), n)]
 	return strings.ToValidUTF8(s, "?")
 }

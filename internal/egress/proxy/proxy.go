@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -255,10 +257,7 @@ func (p *Proxy) Close() error {
 	p.cancel()
 	p.mu.Lock()
 	p.stopped = true
-	conns := make([]net.Conn, 0, len(p.active))
-	for c := range p.active {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(p.active))
 	p.mu.Unlock()
 	// Upstream connections too: a handler blocked reading a silent host must end now.
 	for _, c := range conns {
@@ -454,8 +453,6 @@ func (p *Proxy) shortError(err error) string {
 // shortError is err's text, cut, without anything that could be long.
 func shortError(err error) string {
 	s := err.Error()
-	if len(s) > 200 {
-		s = s[:200]
-	}
+	s = s[:min(len(s), 200)]
 	return strings.ToValidUTF8(s, "?")
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -404,10 +405,7 @@ func requestPath(req *http.Request) (path, problem string) {
 			return "", "its path holds an encoded control character"
 		}
 	}
-	p := req.URL.Path
-	if p == "" {
-		p = "/"
-	}
+	p := cmp.Or(req.URL.Path, "/")
 	return p, ""
 }
 

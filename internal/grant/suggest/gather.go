@@ -1,6 +1,7 @@
 package suggest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -118,10 +119,7 @@ func (s Source) execCommand(ctx context.Context, ref string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := doc.Runtime
-	if rt == "" {
-		rt = runtimes.Default
-	}
+	rt := cmp.Or(doc.Runtime, runtimes.Default)
 	if rt != execdef.Name || len(doc.Command) == 0 {
 		return nil, nil
 	}

@@ -3,6 +3,7 @@ package suggest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -120,7 +121,7 @@ func Propose(ev *Evidence, current grant.Set, opts Options) (*Proposal, error) {
 		p.Notes = []string{}
 	}
 	var g grant.Set
-	for _, t := range sortedKeys(ev.tools) {
+	for _, t := range slices.Sorted(maps.Keys(ev.tools)) {
 		g.Tools = append(g.Tools, t)
 		p.Items = append(p.Items, Item{Kind: "tool", Grant: t, Text: "uses the tool " + t, New: !slices.Contains(current.Tools, t),
 			Basis: "observed", Seen: ev.tools[t].n})
@@ -165,7 +166,7 @@ func proposeCommands(ev *Evidence, current grant.Set, opts Options) []Item {
 			}
 		}
 	}
-	for _, k := range sortedKeys(ev.commands) {
+	for _, k := range slices.Sorted(maps.Keys(ev.commands)) {
 		if done[k] {
 			continue
 		}
@@ -174,7 +175,7 @@ func proposeCommands(ev *Evidence, current grant.Set, opts Options) []Item {
 		out = append(out, Item{Kind: "command", Grant: pat, Text: "runs `" + strings.Join(c.argv, " ") + "`",
 			New: !grant.CommandAllowed(current.Commands, c.argv), Basis: "observed", Seen: c.n})
 	}
-	for _, k := range sortedKeys(ev.keptCommands) {
+	for _, k := range slices.Sorted(maps.Keys(ev.keptCommands)) {
 		if slices.ContainsFunc(out, func(it Item) bool { return it.Grant == k }) {
 			continue
 		}
@@ -234,7 +235,7 @@ func generalise(ev *Evidence) []generalisation {
 		groups[fixed] = append(groups[fixed], k)
 	}
 	var out []generalisation
-	for _, fixed := range sortedKeys(groups) {
+	for _, fixed := range slices.Sorted(maps.Keys(groups)) {
 		keys := groups[fixed]
 		slices.Sort(keys)
 		if len(keys) < minAgree {
@@ -304,15 +305,6 @@ func dirPrefix(ss []string) string {
 		return ""
 	}
 	return p[:i+1]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func approveText(r grant.ApproveRule) string {

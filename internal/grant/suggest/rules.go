@@ -3,6 +3,7 @@ package suggest
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,11 +45,7 @@ func proposeRules(ev *Evidence, current grant.Set, opts Options) ([]grant.Egress
 		paths[k] = append(paths[k], rq.path)
 		counts[k] += s.n
 	}
-	keys := make([]hpm, 0, len(paths))
-	for k := range paths {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b hpm) int {
+	keys := slices.SortedFunc(maps.Keys(paths), func(a, b hpm) int {
 		return cmp.Or(strings.Compare(a.host, b.host), cmp.Compare(a.port, b.port), strings.Compare(a.method, b.method))
 	})
 	for _, k := range keys {
@@ -115,10 +112,7 @@ func requestText(r grant.EgressRule) string {
 	for i, m := range r.Methods {
 		verbs[i] = m + "s"
 	}
-	verb := strings.Join(verbs, ", ")
-	if verb == "" {
-		verb = "sends any request"
-	}
+	verb := cmp.Or(strings.Join(verbs, ", "), "sends any request")
 	if len(r.Paths) == 0 {
 		return verb + " to " + hp
 	}
@@ -148,12 +142,7 @@ func covered(current grant.Set, r grant.EgressRule) bool {
 }
 
 func sortedHostPorts(m map[hostPort]*seen) []hostPort {
-	out := make([]hostPort, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, func(a, b hostPort) int { return cmp.Or(strings.Compare(a.host, b.host), cmp.Compare(a.port, b.port)) })
-	return out
+	return slices.SortedFunc(maps.Keys(m), func(a, b hostPort) int { return cmp.Or(strings.Compare(a.host, b.host), cmp.Compare(a.port, b.port)) })
 }
 
 // Diff is a proposal against the current grant: the items it adds and those it drops, each

@@ -6,6 +6,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -104,10 +105,7 @@ type Task struct {
 
 // ProductID is the dispatch whose products t's dependents receive.
 func (t Task) ProductID() string {
-	if t.Product != "" {
-		return t.Product
-	}
-	return t.DispatchID
+	return cmp.Or(t.Product, t.DispatchID)
 }
 
 // Judging reports whether t was added to judge or fix another task's work (a reviewer or a

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -126,9 +127,7 @@ func parse(text string) (s *robfig.SpecSchedule, err error) {
 // LoadZone loads an IANA zone by name ("" is UTC). "Local" is refused: a standing order must
 // not change meaning with the host it runs on.
 func LoadZone(name string) (*time.Location, error) {
-	if name == "" {
-		name = DefaultZone
-	}
+	name = cmp.Or(name, DefaultZone)
 	if len(name) > MaxZoneLen || !zonePattern().MatchString(name) || name == "Local" {
 		return nil, fmt.Errorf("time zone %q: want an IANA zone name such as UTC or Europe/Berlin", clip(name))
 	}

@@ -1,6 +1,7 @@
 package dispatchexec
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -25,9 +26,7 @@ import (
 //     file its own tools can read, so they could ptrace it or write its output pipe, and with
 //     it its final answer. Only a local sandbox runs the host's CLI execute-only.
 func ReviewerRefusal(ref, runtime, targetName string, target config.Target) error {
-	if runtime == "" {
-		runtime = runtimes.Default
-	}
+	runtime = cmp.Or(runtime, runtimes.Default)
 	rt, ok := runtimes.Lookup(runtime)
 	if !ok {
 		return fmt.Errorf("subagent %q runs runtime %q, which this agora does not know, so it cannot review", ref, runtime)
@@ -42,26 +41,16 @@ func ReviewerRefusal(ref, runtime, targetName string, target config.Target) erro
 	if target.Sandbox == compute.SandboxNone {
 		return fmt.Errorf("subagent %q cannot review on target %q, which has sandbox: none: the reviewer, and any code it runs, "+
 			"would run unsandboxed as agora's own user and could write whatever agora keeps, its review included. Run the "+
-			"task on a sandboxed target", ref, targetOrDefault(targetName))
+			"task on a sandboxed target", ref, cmp.Or(targetName, config.DefaultTarget))
 	}
-	provider := target.Provider
-	if provider == "" {
-		provider = config.ProviderLocal
-	}
+	provider := cmp.Or(target.Provider, config.ProviderLocal)
 	if rt.Hosted() && provider != config.ProviderLocal {
 		return fmt.Errorf("subagent %q runs %s, whose CLI a %s target (%q) runs from a file the CLI's own tools can read: "+
 			"they could write its output, and with it its final answer, which is its review. A %s reviewer reviews only on "+
 			"a local target, where agora runs the host's CLI execute-only; review this task's work with an openai subagent, "+
-			"or run the task on a local target", ref, runtime, provider, targetOrDefault(targetName), runtime)
+			"or run the task on a local target", ref, runtime, provider, cmp.Or(targetName, config.DefaultTarget), runtime)
 	}
 	return nil
-}
-
-func targetOrDefault(name string) string {
-	if name == "" {
-		return config.DefaultTarget
-	}
-	return name
 }
 
 // modelRuntimes names the runtimes that answer with a model's final answer.

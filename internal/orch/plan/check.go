@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -129,10 +130,7 @@ func (c *refChecker) task(tp string, t *Task, refs Refs, defaultTarget string) {
 		c.check(tp+".env["+strconv.Itoa(k)+"]", "env", e, refs.Env)
 	}
 	if r := t.Review(); r != nil {
-		target := t.Target
-		if target == "" {
-			target = defaultTarget
-		}
+		target := cmp.Or(t.Target, defaultTarget)
 		for k, s := range r.Subagents {
 			c.check(tp+".review.subagents["+strconv.Itoa(k)+"]", "reviewer on target "+target, s, func(ctx context.Context, ref string) error {
 				return refs.Reviewer(ctx, ref, target)

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -95,11 +96,7 @@ func (p *inputPath) String() string {
 func (v *validator) inputValue(p *inputPath, x any) bool {
 	switch x := x.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys) // problems in a stable order
+		keys := slices.Sorted(maps.Keys(x)) // problems in a stable order
 		ok := true
 		for _, k := range keys {
 			sub := &inputPath{parent: p, key: k, index: -1}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"sync"
@@ -34,8 +35,5 @@ func (v *validator) queue(name string) string {
 // QueueName is the queue the plan's run takes its slots from: [Plan.Queue], or
 // [DefaultQueue] when that is "".
 func (p *Plan) QueueName() string {
-	if p.Queue == "" {
-		return DefaultQueue
-	}
-	return p.Queue
+	return cmp.Or(p.Queue, DefaultQueue)
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"encoding/json"
 	"github.com/agora-dev/agora/internal/budget"
 	"maps"
@@ -164,9 +165,7 @@ func (p *Plan) resolveTask(t *Task, base *Retry, env []string, l *lists) Resolve
 		Review: t.Review(),
 		OnFail: t.OnFail(),
 	}
-	if r.Target == "" {
-		r.Target = p.Defaults.Target
-	}
+	r.Target = cmp.Or(r.Target, p.Defaults.Target)
 	if t.Retry() != nil {
 		own := base.with(t.Retry())
 		r.Retry = &own
@@ -176,9 +175,7 @@ func (p *Plan) resolveTask(t *Task, base *Retry, env []string, l *lists) Resolve
 	} else {
 		r.Env = append([]string{}, r.Env...)
 	}
-	if r.Timeout == 0 {
-		r.Timeout = p.Defaults.Timeout
-	}
+	r.Timeout = cmp.Or(r.Timeout, p.Defaults.Timeout)
 	if v := t.Verify(); v != nil {
 		rare.Verify = cloneVerify(v)
 	} else if v := p.Defaults.Verify; v != nil {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 )
@@ -12,16 +13,12 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
+	w.status = cmp.Or(w.status, code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.status = cmp.Or(w.status, http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
@@ -56,8 +53,5 @@ func logRefusals(log *slog.Logger, next http.Handler) http.Handler {
 
 // routeOf names the route pattern that matched (or "unknown"), never the raw path.
 func routeOf(r *http.Request) string {
-	if r.Pattern != "" {
-		return r.Pattern
-	}
-	return "unknown"
+	return cmp.Or(r.Pattern, "unknown")
 }

@@ -8,13 +8,6 @@ import (
 	"strings"
 )
 
-// ResolvesInside says whether p, with every symlink resolved, is inside dir (resolved too).
-// A path that no longer exists (a deleted file) is judged by its nearest existing parent.
-func ResolvesInside(dir, p string) bool {
-	_, ok := ResolvedRel(dir, p)
-	return ok
-}
-
 // ResolvedRel returns p, every symlink resolved, relative to dir (resolved too), and whether
 // it is inside. A path that does not exist (yet, or any more) is resolved by its nearest
 // existing parent, the rest joined as written.

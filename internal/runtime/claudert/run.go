@@ -1,6 +1,7 @@
 package claudert
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -37,10 +38,7 @@ const runtimeName = Name
 // error when claude exits zero without a well-formed result event. The Result holds
 // whatever was parsed in every case. Cancelling ctx kills claude and everything it started.
 func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
-	name := cfg.Binary
-	if name == "" {
-		name = "claude"
-	}
+	name := cmp.Or(cfg.Binary, "claude")
 	path := execrt.EnvValue(cfg.Env, "PATH")
 	prog, err := execrt.LookPath(name, path)
 	if err != nil {

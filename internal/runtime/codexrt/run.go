@@ -1,6 +1,7 @@
 package codexrt
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,10 +65,7 @@ func Args() []string {
 // [*NotFoundError], [ErrTimedOut], ctx's error, an [*ExitError] when codex exits non-zero or
 // its turn failed, or a parse error; the Result holds whatever was parsed in every case.
 func Run(ctx context.Context, cfg Config, prompt string) (Result, error) {
-	name := cfg.Binary
-	if name == "" {
-		name = "codex"
-	}
+	name := cmp.Or(cfg.Binary, "codex")
 	path := execrt.EnvValue(cfg.Env, "PATH")
 	prog, err := execrt.LookPath(name, path)
 	if err != nil {

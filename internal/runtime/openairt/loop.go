@@ -1,6 +1,7 @@
 package openairt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,10 +24,7 @@ type loop struct {
 // run drives the conversation. ctx is the caller's; wctx adds the wall-time budget, so a
 // wctx that is done while ctx is not means the budget is spent.
 func (l *loop) run(ctx, wctx context.Context, userPrompt string) error {
-	maxTurns := l.cfg.MaxTurns
-	if maxTurns == 0 {
-		maxTurns = DefaultMaxTurns
-	}
+	maxTurns := cmp.Or(l.cfg.MaxTurns, DefaultMaxTurns)
 	var msgs []message
 	if l.cfg.SystemPrompt != "" {
 		msgs = append(msgs, message{Role: "system", Content: ptr(l.cfg.SystemPrompt)})
@@ -140,10 +138,7 @@ func (l *loop) call(ctx context.Context, turn int, tc toolCall) (content, questi
 	if err != nil {
 		var ni needsInput
 		if errors.As(err, &ni) {
-			q := ni.NeedsInput()
-			if q == "" {
-				q = "(the agent asked for input without a question)"
-			}
+			q := cmp.Or(ni.NeedsInput(), "(the agent asked for input without a question)")
 			return "", q, true
 		}
 		return result("error: "+err.Error(), true)

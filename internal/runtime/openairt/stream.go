@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -201,11 +202,7 @@ func (a *streamAcc) addCall(d toolCallDelta) error {
 
 func (a *streamAcc) result() (completion, error) {
 	c := completion{Content: a.content.String(), FinishReason: a.finish, Usage: a.usage}
-	idx := make([]int, 0, len(a.calls))
-	for i := range a.calls {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx)
+	idx := slices.Sorted(maps.Keys(a.calls))
 	for _, i := range idx {
 		tc := a.calls[i]
 		if tc.name == "" {

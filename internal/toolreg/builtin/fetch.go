@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,10 +96,7 @@ func checkURL(egress []grant.EgressRule, learn bool, rawURL, method string) (str
 		}
 		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonHostNotGranted, Hint: hint}
 	}
-	path := u.Path
-	if path == "" {
-		path = "/"
-	}
+	path := cmp.Or(u.Path, "/")
 	if !grant.RequestAllowed(egress, u.Hostname(), port, method, path) {
 		return "", &toolreg.DeniedError{Tool: tool, Reason: ReasonHostNotGranted,
 			Hint: "the grant does not allow " + method + " on this path of the host; its rules are " + quoteCapped(ruleStrings(egress))}
@@ -116,9 +114,7 @@ func ruleStrings(rules []grant.EgressRule) []string {
 
 func httpFetch(ctx context.Context, fetch FetchFunc, egress []grant.EgressRule, learn bool, rawURL, method string) (toolreg.Result, error) {
 	const tool = "http_fetch"
-	if method == "" {
-		method = "GET"
-	}
+	method = cmp.Or(method, "GET")
 	if method != "GET" && method != "HEAD" {
 		return toolreg.Result{}, errors.New(tool + ": method must be GET or HEAD")
 	}
@@ -146,9 +142,7 @@ func httpFetch(ctx context.Context, fetch FetchFunc, egress []grant.EgressRule, 
 	var b strings.Builder
 	b.WriteString("status: " + strconv.Itoa(status) + "\ncontent-type: " + strings.ToValidUTF8(ctype, "") + "\n\n")
 	shown := body
-	if len(shown) > maxFetchBody {
-		shown = shown[:maxFetchBody]
-	}
+	shown = shown[:min(len(shown), maxFetchBody)]
 	if isBinary(shown) {
 		b.WriteString("[binary body: " + itoa(len(body)) + " bytes; not shown]")
 	} else {

@@ -1,6 +1,8 @@
 package builtin
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"io/fs"
 	"os"
@@ -101,9 +103,7 @@ func (w workspace) resolve(tool, p string) (*os.Root, string, error) {
 // stat resolves p ("" meaning the workspace root) and stats it, for the tools that take a
 // file or a directory. The caller closes root.
 func (w workspace) stat(tool, p string) (*os.Root, string, fs.FileInfo, error) {
-	if p == "" {
-		p = "."
-	}
+	p = cmp.Or(p, ".")
 	root, name, err := w.resolve(tool, p)
 	if err != nil {
 		return nil, "", nil, err
@@ -179,13 +179,6 @@ func escapes(err error) bool {
 
 // isBinary reports whether b looks like binary data (a NUL byte near the start).
 func isBinary(b []byte) bool {
-	if len(b) > binarySniffLen {
-		b = b[:binarySniffLen]
-	}
-	for _, c := range b {
-		if c == 0 {
-			return true
-		}
-	}
-	return false
+	b = b[:min(len(b), binarySniffLen)]
+	return bytes.IndexByte(b, 0) >= 0
 }

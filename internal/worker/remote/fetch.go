@@ -136,7 +136,7 @@ func fetch(ctx context.Context, stderr io.Writer) error {
 		if !m.Fetch {
 			continue
 		}
-		if !validName(m.Name) {
+		if !remote.ValidMountName(m.Name) {
 			return fmt.Errorf("mount name %q is not valid", m.Name)
 		}
 		if err := c.Fetch(ctx, m, filepath.Join(stage, m.Name)); err != nil {
@@ -177,17 +177,4 @@ func copySelf(dst string) error {
 		return fmt.Errorf("copy the agora binary: %w", err)
 	}
 	return nil
-}
-
-// validName: a mount name as the contract has it, [a-z0-9-], 1 to 40 bytes.
-func validName(s string) bool {
-	if s == "" || len(s) > 40 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

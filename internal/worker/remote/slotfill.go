@@ -193,7 +193,7 @@ func fillPlaces(ctx context.Context, c *Client, stage string, places []remote.Sl
 	filled := []string{}
 	for i, p := range places {
 		m := matched[i]
-		if !validName(m.Name) {
+		if !remote.ValidMountName(m.Name) {
 			return nil, fmt.Errorf("mount name %q is not valid", m.Name)
 		}
 		dir := filepath.Join(stage, remote.SlotPlaceVolumePrefix+strconv.Itoa(i))
@@ -355,7 +355,7 @@ func parseFillAnswer(b []byte) (map[string]bool, error) {
 	}
 	out := map[string]bool{}
 	for _, n := range a.Filled {
-		if !validName(n) || out[n] {
+		if !remote.ValidMountName(n) || out[n] {
 			return nil, fmt.Errorf("the filler's answer names mount %q", n)
 		}
 		out[n] = true

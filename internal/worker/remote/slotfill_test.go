@@ -205,7 +205,7 @@ func FuzzParseFillAnswer(f *testing.F) {
 			t.Fatalf("%d names", len(got))
 		}
 		for n := range got {
-			if !validName(n) {
+			if !remote.ValidMountName(n) {
 				t.Fatalf("name %q", n)
 			}
 		}

@@ -102,7 +102,7 @@ func FetchInto(ctx context.Context, c *Client, root string, filled map[string]bo
 		return fmt.Errorf("worker is agora %s, the host runs %s: start the slot from this agora's worker", v, info.Version)
 	}
 	for _, m := range info.Mounts {
-		if !validName(m.Name) || !filepath.IsAbs(m.Dst) {
+		if !remote.ValidMountName(m.Name) || !filepath.IsAbs(m.Dst) {
 			return fmt.Errorf("mount %q -> %q is not valid", m.Name, m.Dst)
 		}
 		if places && remote.ReadOnlyMount(m) != filled[m.Name] {

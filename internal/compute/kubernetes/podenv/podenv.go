@@ -41,9 +41,7 @@ func Split(env []string) ([]Var, error) {
 // redacted keeps an environment entry's name for a message, never its value.
 func redacted(kv string) string {
 	name, _, _ := strings.Cut(kv, "=")
-	if len(name) > 64 {
-		name = name[:64]
-	}
+	name = name[:min(len(name), 64)]
 	return name + "=..."
 }
 

@@ -2,6 +2,7 @@ package claudeadapter
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,9 +151,7 @@ func (a *claudeAudit) resolved() {
 // fail records the run's first failure and stops claude.
 func (a *claudeAudit) fail(err error) {
 	a.mu.Lock()
-	if a.err == nil {
-		a.err = err
-	}
+	a.err = cmp.Or(a.err, err)
 	a.mu.Unlock()
 	a.verdictOnce.Do(func() { close(a.verdict) })
 	a.stop(err)
@@ -195,9 +194,7 @@ func (a *claudeAudit) ToolCall(c claudert.ToolCall) {
 			a.repeated = fmt.Errorf("the model gave a second tool call (%s) the id %s of an earlier call: calls could not be told apart in the audit, so claude is stopped",
 				agentrun.AuditToolName(c.Name), agentrun.AuditCallID(c.ID))
 			a.mu.Lock()
-			if a.err == nil {
-				a.err = a.repeated
-			}
+			a.err = cmp.Or(a.err, a.repeated)
 			a.mu.Unlock()
 		}
 	} else {

@@ -201,7 +201,7 @@ func TestCodex_PatchThroughSymlinkFailsClosed(t *testing.T) {
 		path string
 		want bool
 	}{{filepath.Join(inv.Dir, "new", "deep", "x.txt"), true}, {filepath.Join(inv.Dir, "link", "gone", "x"), false}, {filepath.Join(inv.Dir, "link"), false}} {
-		if got := agentrun.ResolvesInside(inv.Dir, tc.path); got != tc.want {
+		if _, got := agentrun.ResolvedRel(inv.Dir, tc.path); got != tc.want {
 			t.Errorf("resolvesInside(%s) = %v, want %v", tc.path, got, tc.want)
 		}
 	}

@@ -6,6 +6,7 @@
 package codexadapter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -395,9 +396,7 @@ func (a *codexAudit) record(id, tool string, args []byte, decision, reason strin
 // fail keeps the first failure and kills codex.
 func (a *codexAudit) fail(err error) {
 	a.mu.Lock()
-	if a.err == nil {
-		a.err = err
-	}
+	a.err = cmp.Or(a.err, err)
 	a.mu.Unlock()
 	a.stop(err)
 }

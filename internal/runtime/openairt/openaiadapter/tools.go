@@ -1,6 +1,7 @@
 package openaiadapter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,9 +61,7 @@ func (a *toolAuditor) wouldDenyFile(ctx context.Context, r agentrun.FileReport) 
 // ToolCallFailed keeps err as the first failed report and stops the loop.
 func (a *toolAuditor) ToolCallFailed(err error) {
 	a.mu.Lock()
-	if a.err == nil {
-		a.err = err
-	}
+	a.err = cmp.Or(a.err, err)
 	a.mu.Unlock()
 	if a.stop != nil {
 		a.stop(err)
