@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,6 +142,9 @@ func (w *Writer) Plan(ctx context.Context, pendings []*Pending, prune bool) ([]C
 				changes = append(changes, Change{Action: catalog.ActionRetire, Kind: kind, Name: n, Previous: d})
 			}
 		}
+		if err := pinsOfRetired(pendings, changes); err != nil {
+			return nil, err
+		}
 	}
 	slices.SortStableFunc(changes, func(a, b Change) int {
 		if ka, kb := slices.Index(catalog.Kinds, a.Kind), slices.Index(catalog.Kinds, b.Kind); ka != kb {
@@ -155,6 +159,34 @@ func (w *Writer) Plan(ctx context.Context, pendings []*Pending, prune bool) ([]C
 		return 0
 	})
 	return changes, nil
+}
+
+// pinsOfRetired refuses a plan that retires a capability a subagent it keeps still pins: the
+// subagent's current version would go on granting what people retired, to every dispatch
+// and plan that names it. The person declares the capability again or changes the subagent.
+func pinsOfRetired(pendings []*Pending, changes []Change) error {
+	retired := map[string]bool{}
+	for _, c := range changes {
+		if c.Action == catalog.ActionRetire && c.Kind == catalog.KindCapability {
+			retired[c.Name] = true
+		}
+	}
+	var problems []string
+	for _, p := range pendings {
+		if p.Kind != catalog.KindSubagent {
+			continue
+		}
+		for _, pin := range p.Meta.Capabilities {
+			if retired[pin.Name] {
+				problems = append(problems, fmt.Sprintf("subagent %q pins capability %q", p.Name, pin.Name))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("--prune would retire capabilities that subagents it keeps still pin (%s): declare those capabilities in the manifest, or remove them from the subagents",
+			strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 type querier interface {
