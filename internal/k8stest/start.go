@@ -231,6 +231,14 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 		}
 		c.procs = append(c.procs, pr)
 	}
+	if opts.RealNode {
+		// realNodeProcs waits for the machine's one real node (lockRealNode) as long as another
+		// package's cluster holds it, minutes at times: the readiness bound is this cluster's
+		// own, so it starts once the node is.
+		var cancelNode context.CancelFunc
+		ctx, cancelNode = context.WithTimeout(context.Background(), clusterReady)
+		defer cancelNode()
+	}
 
 	if err := c.createNamespace(ctx); err != nil {
 		return nil, err
