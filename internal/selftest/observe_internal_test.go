@@ -190,7 +190,10 @@ func TestKillMarked_TakesTheGroup(t *testing.T) {
 		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
 			child, _ = strconv.Atoi(strings.Fields(string(b))[0])
 		}
-		return child != 0
+		// Until it execs sleep, a forked child still carries the shell's command line, mark
+		// included, and killMarked rightly finds it marked: wait for the exec.
+		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child))
+		return child != 0 && strings.HasPrefix(string(cl), "sleep\x00")
 	})
 	if child == 0 {
 		t.Fatal("the marked shell forked no child")
