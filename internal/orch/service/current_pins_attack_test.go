@@ -14,7 +14,6 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
-	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/cron"
 	"github.com/agora-dev/agora/internal/orch/plan"
 	"github.com/agora-dev/agora/internal/orch/service"
@@ -28,30 +27,8 @@ import (
 // another (so a lookup cached by name would pass it). Each is refused, naming it, and no run
 // is made.
 func TestAttack_PinsInEveryPlanPlace(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, "orch.db"), orch.Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	eng, err := orch.Open(ctx, db, audit.New(nil), &recordingExec{subs: map[string]string{}}, orch.Options{Refs: pinCatalog{}, Queues: map[string]int{"default": 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engDone := make(chan struct{})
-	go func() { eng.Run(ctx); close(engDone) }()
-	sock := filepath.Join(dir, "orch.sock")
-	ln, err := service.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &service.Server{Engine: eng}
-	srvDone := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(srvDone) }()
-	defer func() { cancel(); <-srvDone; <-engDone }()
-	c := client.New(sock)
+	c := startPinService(t)
+	ctx := t.Context()
 
 	fan := func(template string) string {
 		return "tasks:\n  - {id: split, subagent: worker}\n  - id: port\n    fan_out: {from: split, select: \"output:x.json\", template: " + template + "}\n"

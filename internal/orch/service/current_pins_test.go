@@ -62,30 +62,8 @@ func (pinCatalog) PinSubagent(_ context.Context, ref string) (string, error) { r
 // retired name, is refused naming it, and no run is made; the catalog still resolves each
 // (a record reads it). A plan pinning the current versions starts.
 func TestSubmit_PinsOnlyTheCurrentCatalog(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, "orch.db"), orch.Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	eng, err := orch.Open(ctx, db, audit.New(nil), &recordingExec{subs: map[string]string{}}, orch.Options{Refs: pinCatalog{}, Queues: map[string]int{"default": 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engDone := make(chan struct{})
-	go func() { eng.Run(ctx); close(engDone) }()
-	sock := filepath.Join(dir, "orch.sock")
-	ln, err := service.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &service.Server{Engine: eng}
-	srvDone := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(srvDone) }()
-	defer func() { cancel(); <-srvDone; <-engDone }()
-	c := client.New(sock)
+	c := startPinService(t)
+	ctx := t.Context()
 
 	for _, tt := range []struct{ name, task, want string }{
 		{"task subagent", "{id: t, subagent: worker" + oldV + "}", `subagent "worker": version`},
@@ -112,4 +90,38 @@ func TestSubmit_PinsOnlyTheCurrentCatalog(t *testing.T) {
 	if _, err := c.Submit(ctx, api.SubmitRequest{File: "p.yaml", Source: []byte(src), Actor: "mcp:x"}); err != nil {
 		t.Errorf("a plan pinning the current versions: %v", err)
 	}
+}
+
+// startPinService starts an engine over pinCatalog and a service on a socket of its own, and
+// returns its client; both stop when the test ends.
+func startPinService(t *testing.T) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	db, err := store.Open(ctx, filepath.Join(dir, "orch.db"), orch.Migrations())
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	eng, err := orch.Open(ctx, db, audit.New(nil), &recordingExec{subs: map[string]string{}}, orch.Options{Refs: pinCatalog{}, Queues: map[string]int{"default": 4}})
+	if err != nil {
+		cancel()
+		db.Close()
+		t.Fatal(err)
+	}
+	engDone := make(chan struct{})
+	go func() { eng.Run(ctx); close(engDone) }()
+	sock := filepath.Join(dir, "orch.sock")
+	ln, err := service.Listen(sock)
+	if err != nil {
+		cancel()
+		<-engDone
+		db.Close()
+		t.Fatal(err)
+	}
+	srv := &service.Server{Engine: eng}
+	srvDone := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(srvDone) }()
+	t.Cleanup(func() { cancel(); <-srvDone; <-engDone; db.Close() })
+	return client.New(sock)
 }
