@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -58,6 +59,8 @@ func handoff(ctx context.Context, opts *dispatchRunOptions) error {
 	if !ok {
 		return errNoHandoff
 	}
+	caught := watchInterrupt()
+	defer caught.stop()
 	// serve's socket first, then the resident dispatcher's: the first that takes the
 	// connection answers, and its answer is the only one asked for.
 	var resp *http.Response
@@ -103,12 +106,42 @@ func handoff(ctx context.Context, opts *dispatchRunOptions) error {
 		// 404 (an older serve), 409 (declined), 400, 403: serve did not take it. A decline
 		// says why, once, before the dispatch runs here: a script's dispatches that a
 		// resident declines would otherwise pay the cold path without a word.
-		if why, ok := declinedWhy(resp); ok && ctx.Err() == nil {
+		if why, ok := declinedWhy(resp); ok && !caught.interrupted(ctx) {
 			fmt.Fprintf(opts.f.IO.ErrOut, "agora: %s declined this dispatch (%s); it runs in this process\n", who, agenttext.EscapeLine(why))
 		}
 		return errNoHandoff
 	}
 	return followHandoff(ctx, opts, hc, who, resp.Body)
+}
+
+// interruptWatch sees a Ctrl-C (or SIGTERM) that came while a taker was asked. ctx alone
+// cannot tell: the runtime may have taken the signal while signal.NotifyContext's goroutine
+// has not yet cancelled ctx, and a decline line printed then would precede "interrupted".
+type interruptWatch chan os.Signal
+
+func watchInterrupt() interruptWatch {
+	c := make(interruptWatch, 1)
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	return c
+}
+
+func (c interruptWatch) stop() { signal.Stop(c) }
+
+// interrupted stops the watch (signal.Stop waits for a delivery under way) and reports
+// whether a signal came or ctx ended. A signal came means ctx is being cancelled by
+// Main's NotifyContext: it waits for that, briefly, so what follows sees ctx ended.
+func (c interruptWatch) interrupted(ctx context.Context) bool {
+	c.stop()
+	if len(c) == 0 {
+		return ctx.Err() != nil
+	}
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return true
 }
 
 // handoffProve asks the taker at hc for its challenge (callerctx) and answers it: proved
