@@ -19,6 +19,8 @@ type fakeEngine struct {
 	reqs    []string
 	kept    []string // requests that left their connection open for reuse
 	serving *http.Server
+	ping    http.Header // headers set on /_ping's answer
+	version string      // the component /version names
 }
 
 func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -32,11 +34,14 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/_ping"):
+		for k, v := range f.ping {
+			w.Header()[k] = v
+		}
 		w.Write([]byte("OK"))
 	case strings.Contains(r.URL.Path, "/images/") && strings.HasSuffix(r.URL.Path, "/json"):
 		json.NewEncoder(w).Encode(map[string]any{"Id": "sha256:" + strings.Repeat("ab", 32)})
 	case strings.HasSuffix(r.URL.Path, "/version"):
-		json.NewEncoder(w).Encode(map[string]any{"ApiVersion": "1.41", "Components": []map[string]any{{"Name": "Podman Engine", "Version": "4.3.1"}}})
+		json.NewEncoder(w).Encode(map[string]any{"ApiVersion": "1.41", "Components": []map[string]any{{"Name": f.version, "Version": "4.3.1"}}})
 	default:
 		http.NotFound(w, r)
 	}
@@ -49,7 +54,7 @@ func startFakeEngine(t *testing.T) (*fakeEngine, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeEngine{}
+	f := &fakeEngine{version: "Podman Engine"}
 	f.serving = &http.Server{Handler: f}
 	go f.serving.Serve(ln)
 	t.Cleanup(func() { f.serving.Close() })
@@ -73,9 +78,49 @@ func TestNew_KeepsNoConnectionForReuse(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.reqs) < 2 {
-		t.Fatalf("New made %d requests (%v); want the image inspect and the version at least", len(f.reqs), f.reqs)
+		t.Fatalf("New made %d requests (%v); want the image inspect and the engine's ping at least", len(f.reqs), f.reqs)
 	}
 	if len(f.kept) > 0 {
 		t.Errorf("requests that kept their engine connection open for reuse: %v (of %v)", f.kept, f.reqs)
+	}
+}
+
+// New tells podman from Docker by /_ping's headers, as podman 4 and Docker set them, and
+// asks /version only when they do not tell: podman answers /version by looking up its
+// packages' versions with dpkg or rpm (half a second a provider).
+func TestNew_TellsPodmanByItsPing(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		ping       http.Header
+		version    string
+		podman     bool
+		askVersion bool
+	}{
+		{"podman's ping", http.Header{"Libpod-Api-Version": {"4.3.1"}, "Server": {"Libpod/4.3.1 (linux)"}}, "Docker Engine", true, false},
+		{"docker's ping", http.Header{"Server": {"Docker/27.3.1 (linux)"}}, "Podman Engine", false, false},
+		{"a ping that does not tell, podman's version", nil, "Podman Engine", true, true},
+		{"a ping that does not tell, docker's version", nil, "Engine", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, host := startFakeEngine(t)
+			f.ping, f.version = c.ping, c.version
+			p, err := New(context.Background(), Options{Host: host, Image: "agora-test@sha256:" + strings.Repeat("cd", 32)})
+			if err != nil {
+				t.Fatalf("New against the fake engine: %v", err)
+			}
+			p.Close()
+			if p.podman != c.podman {
+				t.Errorf("podman = %v, want %v", p.podman, c.podman)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			asked := false
+			for _, r := range f.reqs {
+				asked = asked || strings.HasSuffix(r, "/version")
+			}
+			if asked != c.askVersion {
+				t.Errorf("asked /version: %v, want %v (requests %v)", asked, c.askVersion, f.reqs)
+			}
+		})
 	}
 }

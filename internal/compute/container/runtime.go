@@ -18,7 +18,19 @@ const maxLibpodInspect = 4 << 20
 // isPodman reports whether the engine is podman's Docker-compatible service, which differs
 // in two ways that matter here: it reads a seccomp profile from a path, and it ignores
 // HostConfig.Runtime (the runtime is its service's default).
+//
+// The engine's /_ping says so in its headers. /version is asked only when they do not tell:
+// podman answers it by building its whole system info, each package's version looked up
+// with dpkg or rpm, which costs half a second and tens of ms of CPU a provider.
 func isPodman(ctx context.Context, cli *client.Client) (bool, error) {
+	if h, err := pingHeaders(ctx, cli); err == nil {
+		switch {
+		case h.Get("Libpod-Api-Version") != "":
+			return true, nil
+		case strings.HasPrefix(h.Get("Server"), "Docker/"):
+			return false, nil
+		}
+	}
 	v, err := cli.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
 		return false, fmt.Errorf("ask the container engine its version: %w", err)
@@ -29,6 +41,36 @@ func isPodman(ctx context.Context, cli *client.Client) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// pingHeaders are the headers of the engine's answer to GET /_ping (the client's own Ping
+// does not return them).
+func pingHeaders(ctx context.Context, cli *client.Client) (http.Header, error) {
+	resp, err := engineGet(ctx, cli, "/_ping")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("ping: HTTP %d", resp.StatusCode)
+	}
+	return resp.Header, nil
+}
+
+// engineGet sends GET path to the engine over the client's own connection to it, for what
+// the client has no call for. The caller closes the body.
+func engineGet(ctx context.Context, cli *client.Client, path string) (*http.Response, error) {
+	dial := cli.Dialer()
+	tr := &http.Transport{
+		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
+		DisableKeepAlives: true,
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://engine"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return (&http.Client{Transport: tr}).Do(req)
 }
 
 // checkRuntime refuses a container the engine did not give the runtime asked for: a
@@ -61,16 +103,7 @@ func (p *Provider) ociRuntime(ctx context.Context, id string) (string, error) {
 		return ins.Container.HostConfig.Runtime, nil
 	}
 	// podman's compatible inspect says "oci" whatever ran; its own API names the runtime.
-	dial := p.cli.Dialer()
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
-	}}
-	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://podman/v4.0.0/libpod/containers/"+id+"/json", nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := hc.Do(req)
+	resp, err := engineGet(ctx, p.cli, "/v4.0.0/libpod/containers/"+id+"/json")
 	if err != nil {
 		return "", err
 	}
