@@ -119,22 +119,9 @@ TRIM = -trimpath
 UNIT_VET ?=
 # AGORA_TEST_BUILT: the packages whose tests drive the real programs copy them from the bin/
 # that build has just made rather than each linking its own (internal/agoratest BuildBinary).
-# UNIT_HALVED runs as its two halves at once (internal/agoratest Halve: its TestMain splits its
-# tests by name): half 1 in a go test of its own beside the others, printed at the end, half
-# 2 in its place among them. Run whole, internal/dispatch is the unit step's critical path (1,053
-# of its 1,071 s in a warm run), waiting on sandboxes and real CLIs for much of it.
-UNIT_HALVED = ./internal/dispatch
-UNIT_GO = AGORA_TEST_BUILT=$(CURDIR)/bin GOGC=$(TEST_GOGC) CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) $(if $(UNIT_VET),-vet=$(UNIT_VET)) -count=1 -timeout 40m
 unit: build
-	@echo "== make unit: every package, the longest first, $(UNIT_P) at a time, and $(UNIT_HALVED)'s first half beside them (results print in that order: the first after 6-9 minutes)"
-	@half=$$(mktemp); \
-	AGORA_TEST_HALF=1 $(UNIT_GO) $(UNIT_HALVED) >"$$half" 2>&1 & h=$$!; \
-	trap 'kill $$h 2>/dev/null; rm -f "$$half"' EXIT; \
-	echo "AGORA_TEST_HALF=2 $(UNIT_GO) -p $(UNIT_P) $(UNIT_FIRST) ./..."; \
-	AGORA_TEST_HALF=2 $(UNIT_GO) -p $(UNIT_P) $(UNIT_FIRST) ./...; rc=$$?; \
-	wait $$h; hrc=$$?; \
-	echo "== $(UNIT_HALVED), its first half (AGORA_TEST_HALF=1, beside the others):"; cat "$$half"; \
-	[ $$rc = 0 ] && [ $$hrc = 0 ]
+	@echo "== make unit: every package, the longest first, $(UNIT_P) at a time (results print in that order: the first after 6-9 minutes)"
+	AGORA_TEST_BUILT=$(CURDIR)/bin GOGC=$(TEST_GOGC) CGO_ENABLED=1 $(GO) test $(TRIM) $(RACE) $(if $(UNIT_VET),-vet=$(UNIT_VET)) -p $(UNIT_P) -count=1 -timeout 40m $(UNIT_FIRST) ./...
 
 # warm compiles what make test's vet and unit steps compile, and runs nothing: the unit step's
 # race-instrumented packages and test packages (go list -export: compiled, not linked, into Go's

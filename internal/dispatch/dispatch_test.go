@@ -40,8 +40,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv(pid1Role) != "" {
 		os.Exit(m.Run()) // TestParentSupervisor_PidOne's processes: no binary needed
 	}
-	// make unit runs the halves at once (agoratest.HalfEnv); A-L and M-Z take about as long.
-	agoratest.Halve("^Test[A-L]")
 	code := agoratest.NoLeaks(agoratest.RunWithBinary(m, &agoraBin))
 	s3test.StopShared()
 	os.Exit(code)
