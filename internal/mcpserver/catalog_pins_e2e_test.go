@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agora-dev/agora/internal/orch/api"
 )
 
 // current is kind NAME's current version as NAME@sha256:HEX, from the real CLI.
@@ -143,7 +145,15 @@ envs:
 	}
 	plan = map[string]any{"version": 1, "name": "current-pins",
 		"tasks": []any{map[string]any{"id": "a", "subagent": curWriter, "env": []string{curDemo}}}}
-	if res := call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan}); res.IsError {
-		t.Errorf("a plan pinning the current versions: %.400s", text(res))
+	res := call(t, cs, "agora_orchestrator_submit", map[string]any{"plan": plan})
+	if res.IsError {
+		t.Fatalf("a plan pinning the current versions: %.400s", text(res))
+	}
+	// The run is awaited to its end: its dispatch writes into the home, which the test's
+	// clean-up removes once serve has stopped.
+	var sub api.SubmitResponse
+	decode(t, res, &sub)
+	if out, stderr, code := agoraExit(t, home, "orch", "watch", sub.Run.ID, "-o", "json"); code != 0 {
+		t.Errorf("the run of current pins: orch watch exit %d\n%s\n%s", code, lastLine(out), stderr)
 	}
 }
