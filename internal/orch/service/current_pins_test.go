@@ -96,6 +96,14 @@ func TestSubmit_PinsOnlyTheCurrentCatalog(t *testing.T) {
 // returns its client; both stop when the test ends.
 func startPinService(t *testing.T) *client.Client {
 	t.Helper()
+	return startService(t, &recordingExec{subs: map[string]string{}}, orch.Options{Refs: pinCatalog{}, Queues: map[string]int{"default": 4}}, &service.Server{})
+}
+
+// startService opens an engine over x with opts in a database of its own and serves it with
+// srv (its Engine set here) on a socket of its own, and returns the socket's client; both
+// stop when the test ends.
+func startService(t *testing.T, x orch.Executor, opts orch.Options, srv *service.Server) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	db, err := store.Open(ctx, filepath.Join(dir, "orch.db"), orch.Migrations())
@@ -103,7 +111,7 @@ func startPinService(t *testing.T) *client.Client {
 		cancel()
 		t.Fatal(err)
 	}
-	eng, err := orch.Open(ctx, db, audit.New(nil), &recordingExec{subs: map[string]string{}}, orch.Options{Refs: pinCatalog{}, Queues: map[string]int{"default": 4}})
+	eng, err := orch.Open(ctx, db, audit.New(nil), x, opts)
 	if err != nil {
 		cancel()
 		db.Close()
@@ -119,7 +127,7 @@ func startPinService(t *testing.T) *client.Client {
 		db.Close()
 		t.Fatal(err)
 	}
-	srv := &service.Server{Engine: eng}
+	srv.Engine = eng
 	srvDone := make(chan struct{})
 	go func() { srv.Serve(ctx, ln); close(srvDone) }()
 	t.Cleanup(func() { cancel(); <-srvDone; <-engDone; db.Close() })

@@ -3,20 +3,16 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
-	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/service"
-	"github.com/agora-dev/agora/internal/store"
 )
 
 // racingCatalog is a catalog in which a new version of the reviewer "judge" is registered
@@ -105,33 +101,10 @@ func (x *recordingExec) Cancel(context.Context, string) {}
 // review) and pinned to the next (an exec command, which may not), the run would dispatch a
 // reviewer no check ever passed.
 func TestRedTeam44S_PinnedIsWhatWasChecked(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, "orch.db"), orch.Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	ctx := t.Context()
 	cat := &racingCatalog{approved: map[string]bool{}}
 	x := &recordingExec{subs: map[string]string{}}
-	eng, err := orch.Open(ctx, db, audit.New(nil), x, orch.Options{Refs: cat, Queues: map[string]int{"default": 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engDone := make(chan struct{})
-	go func() { eng.Run(ctx); close(engDone) }()
-	sock := filepath.Join(dir, "orch.sock")
-	ln, err := service.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &service.Server{Engine: eng}
-	srvDone := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(srvDone) }()
-	defer func() { cancel(); <-srvDone; <-engDone }()
-
-	c := client.New(sock)
+	c := startService(t, x, orch.Options{Refs: cat, Queues: map[string]int{"default": 4}}, &service.Server{})
 	src := "version: 1\nname: racing\ntasks:\n  - {id: t, subagent: worker, review: {subagents: [judge], approve: 1}}\n"
 	sub, err := c.Submit(ctx, api.SubmitRequest{File: "p.yaml", Source: []byte(src), Actor: "tester"})
 	if err != nil {
