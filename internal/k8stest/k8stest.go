@@ -100,6 +100,7 @@ type Cluster struct {
 	stopServices   func()  // InClusterAPI only: ends the Services' stand-ins (services.go)
 	netpol         *proc   // the NetworkPolicy engine, nil without one
 	stopOnce       sync.Once
+	test           string // the test that started it (the first of a shared cluster's)
 }
 
 // Start starts a cluster for t alone and stops it when t ends. It skips t when the binaries

@@ -40,14 +40,14 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	}
 	// A port taken between freePorts and the component binding it fails that attempt only.
 	for attempt := 1; ; attempt++ {
-		c, err := startOnce(opts, bins)
+		c, err := startOnce(t.Name(), opts, bins)
 		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 			return c, err
 		}
 	}
 }
 
-func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
+func startOnce(test string, opts Options, bins *binaries) (_ *Cluster, err error) {
 	begin := time.Now()
 	root := scratchRoot()
 	removeStale(root)
@@ -55,7 +55,7 @@ func startOnce(opts Options, bins *binaries) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("make the cluster directory: %w", err)
 	}
-	c := &Cluster{Dir: dir, Namespace: opts.Namespace, opts: opts}
+	c := &Cluster{Dir: dir, Namespace: opts.Namespace, opts: opts, test: test}
 	defer func() {
 		if err != nil {
 			c.Stop()
