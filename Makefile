@@ -75,7 +75,7 @@ vet:
 # those end, not last: internal/web (two minutes), started in ./...'s order, ran alone for the
 # last 74 s of the step. internal/selftest (the whole corpus on bubblewrap, podman and the
 # real kubelet: 2-4 minutes, mostly containers and pods starting) starts next. The order is by
-# package time in a full `go test -json` unit run (docs/BENCHMARKS.md "CI time": the jq
+# package time in a full `go test -json` unit run (docs/benchmarks-history.md "CI time": the jq
 # command there lists them). Results print in this
 # order. Five packages at a time (UNIT_P): with go test's default of two on two cores, their
 # waits left a third of the CPU idle (the unit step 1,536 s with two, 1,084 s with four, same

@@ -18,9 +18,9 @@ import (
 //
 // The holder writes who it is into the lock file, so a waiter that gives up names it, and
 // every acquire and release appends a line to realNodeJournal: how long each package waited
-// for the node and held it is what decides how long a unit step whose packages share it
-// takes, and the journal is where that is read (docs/BENCHMARKS.md, "CI time").
-// (Variables so that the lock's own test points them elsewhere.)
+// for the node and held it is part of how long a unit step whose packages share it takes,
+// and the journal is where that is read (docs/providers-k8s.md says where it is). They are
+// variables so that the lock's own test points them elsewhere.
 var (
 	realNodeLockFile = "/run/agora-k8stest-realnode.lock"
 	realNodeJournal  = "/run/agora-k8stest-realnode.log"
