@@ -31,6 +31,7 @@ var (
 
 type realNodeHold struct {
 	f        *os.File
+	who      string // realNodeHolder's name for it, as the lock file and the journal say it
 	acquired time.Time
 }
 
@@ -66,7 +67,7 @@ func lockRealNode(c *Cluster) error {
 		_, _ = f.WriteAt([]byte(who+"\n"), 0)
 	}
 	journalRealNode(fmt.Sprintf("acquire %s waited=%.1fs", who, acquired.Sub(start).Seconds()))
-	realNodeLocks.Store(c, realNodeHold{f: f, acquired: acquired})
+	realNodeLocks.Store(c, realNodeHold{f: f, who: who, acquired: acquired})
 	return nil
 }
 
@@ -74,7 +75,7 @@ func lockRealNode(c *Cluster) error {
 func unlockRealNode(c *Cluster) {
 	if v, ok := realNodeLocks.LoadAndDelete(c); ok {
 		h := v.(realNodeHold)
-		journalRealNode(fmt.Sprintf("release %s held=%.1fs", realNodeHolder(c), time.Since(h.acquired).Seconds()))
+		journalRealNode(fmt.Sprintf("release %s held=%.1fs", h.who, time.Since(h.acquired).Seconds()))
 		h.f.Close()
 	}
 }
