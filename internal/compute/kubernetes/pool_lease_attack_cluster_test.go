@@ -15,25 +15,31 @@ import (
 	"github.com/agora-dev/agora/internal/compute"
 )
 
-// leaseAttackHome is the home of the lease attacks: their sweeps delete lapsed pools of their
-// home alone, never another test's in the shared namespace.
-const leaseAttackHome = "k8sleaseattackhome"
+// The homes of the lease attacks, one each: a sweep deletes the lapsed pools of its home
+// alone, and these tests run at once, so a home shared between two of them let one test's
+// sweeper delete the other's pool once it lapsed, before the sweep that test waits on read it.
+const (
+	leaseSkewHome      = "k8sleaseskew"
+	leaseNeighbourHome = "k8sleaseneighbour"
+	leaseRenewHome     = "k8sleaseracerenew"
+	leaseTwoHome       = "k8sleaseracetwo"
+)
 
 // leaseAttackLease is the lease of every holder and sweeper of these tests: seconds, not
 // minutes, as the keeper's two minutes would make each test wait.
 const leaseAttackLease = 10 * time.Second
 
-// leaseSweeper is another holder of leaseAttackHome (its own process, its own clock): a
-// provider of p's settings with p's lease, and its warmer, which keeps nothing.
-func leaseSweeper(t *testing.T, p *Provider) compute.PoolWarmer {
+// leaseSweeper is another holder of home (its own process, its own clock): a provider of p's
+// settings with the attacks' lease, and its warmer, which keeps nothing.
+func leaseSweeper(t *testing.T, p *Provider, home string) compute.PoolWarmer {
 	t.Helper()
-	_, w := leaseHolder(t, p, leaseAttackLease)
+	_, w := leaseHolder(t, p, home, leaseAttackLease)
 	return w
 }
 
-// leaseHolder is a holder of leaseAttackHome in a process of its own: a provider of p's
-// settings with lease, and its warmer.
-func leaseHolder(t *testing.T, p *Provider, lease time.Duration) (*Provider, compute.PoolWarmer) {
+// leaseHolder is a holder of home in a process of its own: a provider of p's settings with
+// lease, and its warmer.
+func leaseHolder(t *testing.T, p *Provider, home string, lease time.Duration) (*Provider, compute.PoolWarmer) {
 	t.Helper()
 	hp, err := New(p.opts)
 	if err != nil {
@@ -41,7 +47,7 @@ func leaseHolder(t *testing.T, p *Provider, lease time.Duration) (*Provider, com
 	}
 	hp.testOnlyPoolLease = lease
 	hp.testOnlyPodMeta = p.testOnlyPodMeta
-	w, err := hp.PoolWarmer(compute.PoolOptions{Home: leaseAttackHome, Replicas: 1})
+	w, err := hp.PoolWarmer(compute.PoolOptions{Home: home, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +94,11 @@ func TestAgentSandboxPool_AttackClockSkewDeletesLiveHoldersPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder.testOnlyPoolLease = leaseAttackLease - skew
-	hw, err := holder.PoolWarmer(compute.PoolOptions{Home: leaseAttackHome, Replicas: 1})
+	hw, err := holder.PoolWarmer(compute.PoolOptions{Home: leaseSkewHome, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweeper := leaseSweeper(t, p)
+	sweeper := leaseSweeper(t, p, leaseSkewHome)
 	var pool string
 	cleanPools(t, p, []compute.PoolWarmer{hw}, &pool)
 	tmpl := poolSpec(t, "TEMPLATE", "lease-skew")
@@ -130,15 +136,15 @@ func TestAgentSandboxPool_AttackNeighbourWritesLease(t *testing.T) {
 	t.Parallel()
 	_, p, admin, _ := poolSetup(t)
 	ctx := t.Context()
-	live, err := p.PoolWarmer(compute.PoolOptions{Home: leaseAttackHome, Replicas: 1})
+	live, err := p.PoolWarmer(compute.PoolOptions{Home: leaseNeighbourHome, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := p.PoolWarmer(compute.PoolOptions{Home: leaseAttackHome, Replicas: 1})
+	dead, err := p.PoolWarmer(compute.PoolOptions{Home: leaseNeighbourHome, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweeper := leaseSweeper(t, p)
+	sweeper := leaseSweeper(t, p, leaseNeighbourHome)
 	var livePool, deadPool string
 	cleanPools(t, admin, []compute.PoolWarmer{live}, &livePool, &deadPool)
 	tmplLive, tmplDead := poolSpec(t, "TEMPLATE", "lease-neighbour-live"), poolSpec(t, "TEMPLATE", "lease-neighbour-dead")
@@ -201,8 +207,8 @@ func TestAgentSandboxPool_AttackLeaseRaces(t *testing.T) {
 	noneHeld := func(string) bool { return false }
 
 	t.Run("renewal between read and delete", func(t *testing.T) {
-		_, hw := leaseHolder(t, p, leaseAttackLease)
-		sp, sw := leaseHolder(t, p, leaseAttackLease)
+		_, hw := leaseHolder(t, p, leaseRenewHome, leaseAttackLease)
+		sp, sw := leaseHolder(t, p, leaseRenewHome, leaseAttackLease)
 		var pool string
 		cleanPools(t, admin, []compute.PoolWarmer{hw}, &pool)
 		tmpl := poolSpec(t, "TEMPLATE", "lease-race-renew")
@@ -243,13 +249,13 @@ func TestAgentSandboxPool_AttackLeaseRaces(t *testing.T) {
 	})
 
 	t.Run("two sweeps, then a keep makes it again", func(t *testing.T) {
-		_, hw := leaseHolder(t, p, leaseAttackLease)
+		_, hw := leaseHolder(t, p, leaseTwoHome, leaseAttackLease)
 		// The two sweeps are DeleteLapsedPools alone: Warmer.Sweep's policy sweep would report
 		// the pool too once its template is gone, whoever deleted it.
-		p1, _ := leaseHolder(t, p, leaseAttackLease)
-		p2, _ := leaseHolder(t, p, leaseAttackLease)
-		s1 := func() ([]string, error) { return p1.DeleteLapsedPools(ctx, leaseAttackHome, noneHeld) }
-		s2 := func() ([]string, error) { return p2.DeleteLapsedPools(ctx, leaseAttackHome, noneHeld) }
+		p1, _ := leaseHolder(t, p, leaseTwoHome, leaseAttackLease)
+		p2, _ := leaseHolder(t, p, leaseTwoHome, leaseAttackLease)
+		s1 := func() ([]string, error) { return p1.DeleteLapsedPools(ctx, leaseTwoHome, noneHeld) }
+		s2 := func() ([]string, error) { return p2.DeleteLapsedPools(ctx, leaseTwoHome, noneHeld) }
 		var pool string
 		cleanPools(t, admin, []compute.PoolWarmer{hw}, &pool)
 		tmpl := poolSpec(t, "TEMPLATE", "lease-race-two")
