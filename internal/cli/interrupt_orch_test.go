@@ -18,21 +18,28 @@ import (
 )
 
 var (
-	realBinOnce sync.Once
-	realBin     string
-	realBinErr  error
+	realBinOnce    sync.Once
+	realBin        string
+	realBinCleanup func() // removes realBin's directory; TestMain calls it
+	realBinErr     error
 )
 
-// builtAgora is the agora binary built from this tree. orch serve starts dispatch
-// supervisors as its own executable, so a test of orchestrated work needs the real binary,
-// not this test binary under another name.
+// builtAgora is the agora binary built from this tree (or copied from make build's, see
+// agoratest.BuildBinary), with agora-full and agora-worker beside it, made once for the
+// package: what the scripts, the interrupt tests and the tests of orchestrated work run.
 func builtAgora(t *testing.T) string {
 	t.Helper()
-	realBinOnce.Do(func() { realBin, _, realBinErr = agoratest.BuildBinary() })
-	if realBinErr != nil {
-		t.Fatal(realBinErr)
+	bin, err := builtAgoraErr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return realBin
+	return bin
+}
+
+// builtAgoraErr is builtAgora for a caller with no *testing.T (testscript's Setup).
+func builtAgoraErr() (string, error) {
+	realBinOnce.Do(func() { realBin, realBinCleanup, realBinErr = agoratest.BuildBinary() })
+	return realBin, realBinErr
 }
 
 // TestInterrupt_OrchWatch: orch watch off a terminal prints a running task's phase and last

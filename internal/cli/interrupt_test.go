@@ -18,26 +18,11 @@ import (
 	"github.com/agora-dev/agora/internal/compute/local"
 )
 
-// agoraProcess is the real agora binary: this test binary under the name agora, which
-// TestMain turns into cli.Main (see script_test.go).
+// agoraProcess is the real agora binary (builtAgora), with agora-worker beside it.
 func agoraProcess(t *testing.T, env map[string]string, args ...string) *exec.Cmd {
 	t.Helper()
-	dir := t.TempDir()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "agora")
-	if err := os.Symlink(exe, bin); err != nil {
-		t.Fatal(err)
-	}
-	// The worker it binds is the real one (built once, as for the scripts).
-	worker, err := scriptWorker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AGORA_WORKER_BINARY=" + worker}
+	cmd := exec.Command(builtAgora(t), args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

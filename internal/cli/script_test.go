@@ -3,60 +3,27 @@ package cli_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/agoratest/s3test"
-	"github.com/agora-dev/agora/internal/cli"
 	"github.com/agora-dev/agora/internal/k8stest"
 )
 
-// TestMain lets the test binary act as the agora binary: testscript runs it as a real
-// process for every `exec agora` in the scripts.
+// TestMain runs the tests, then removes the programs builtAgora made (or copied), and fails
+// the package when a goroutine a test started outlives the tests.
 func TestMain(m *testing.M) {
-	testscript.Main(removeWorker{m}, map[string]func(){
-		"agora": func() { os.Exit(cli.Main()) },
-	})
-}
-
-// workerDir holds the worker program scriptWorker builds, removed after the tests.
-var workerDir string
-
-// removeWorker runs the tests, then removes workerDir, and fails the package when a
-// goroutine a test started outlives the tests (the processes testscript runs end with
-// os.Exit, unchecked).
-type removeWorker struct{ m *testing.M }
-
-func (r removeWorker) Run() int {
-	code := k8stest.Run(r.m) // and stop the shared control plane (the leader tests')
+	code := k8stest.Run(m) // and stop the shared control plane (the leader tests')
 	s3test.StopShared()
-	if workerDir != "" {
-		os.RemoveAll(workerDir)
+	if realBinCleanup != nil {
+		realBinCleanup()
 	}
-	return agoratest.NoLeaks(code)
+	os.Exit(agoratest.NoLeaks(code))
 }
-
-// scriptWorker builds cmd/agora-worker once, for the scripts that dispatch.
-var scriptWorker = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "agora-cli-worker")
-	if err != nil {
-		return "", err
-	}
-	workerDir = dir
-	bin := filepath.Join(dir, "agora-worker")
-	build := exec.Command("go", "build", "-o", bin, "github.com/agora-dev/agora/cmd/agora-worker")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build agora-worker: %v\n%s", err, out)
-	}
-	return bin, nil
-})
 
 // TestScripts drives the real command line end to end: every script in testdata/script gets
 // its own AGORA_HOME and HOME.
@@ -91,12 +58,16 @@ func TestScripts(t *testing.T) {
 			// examples exactly as a reader would.
 			e.Setenv("EXAMPLES", examples)
 			e.Setenv("AGORA_HOME", e.WorkDir+"/.agora")
-			// The scripts' agora is this test binary; the worker it binds is the real one.
-			w, err := scriptWorker()
+			// The scripts' agora is the real one (the front, agora-full and agora-worker
+			// beside it, as installed), first on PATH: not this race-instrumented test
+			// binary under that name, which cost some 50 ms of CPU a command, about half
+			// of this package's CPU. The CLI's code still runs under the race detector in
+			// this package's in-process tests.
+			bin, err := builtAgoraErr()
 			if err != nil {
 				return err
 			}
-			e.Setenv("AGORA_WORKER_BINARY", w)
+			e.Setenv("PATH", filepath.Dir(bin)+string(filepath.ListSeparator)+e.Getenv("PATH"))
 			// The container scripts reach the engine and image the developer set up
 			// (scripts/podman.sh, scripts/images.sh); unset, they skip saying so.
 			for _, k := range []string{"DOCKER_HOST", "AGORA_TOOLCHAIN_IMAGE"} {
