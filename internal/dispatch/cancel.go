@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (*Record, error) {
 			return nil, fmt.Errorf("cancel dispatch %s: %w", id, err)
 		}
 	}
-	deadline := time.Now().Add(cancelWait)
+	deadline := time.Now().Add(cmp.Or(d.testOnlyCancelWait, cancelWait))
 	for {
 		cur, err := d.Records.Get(ctx, id)
 		if err != nil {

@@ -129,6 +129,7 @@ func callEntries(e *env, r *dispatch.Record, id string) []string {
 // Keep the marks in a directory the agent cannot write (owned by another uid, or passed to
 // the hook as an inherited descriptor rather than a path).
 func TestRedTeam3_ClaudeRefusedCallAuditedAllowed(t *testing.T) {
+	t.Parallel() // mostly waiting on a real agent CLI, in a home of its own: beside the other such tests
 	e := newModelEnv(t)
 	m := newClaudeModel(t,
 		"["+toolUse("toolu_01LINT", "Bash", `{"command":"python3 ci/lint.py"}`)+"]",

@@ -20,6 +20,7 @@ import (
 // is what the model reads), the audit says denied with that reason and never allowed, and
 // nothing they would have printed reaches the model. git status still runs, audited allowed.
 func TestClaudeCode_RealCLI_BashJudgedByGrant(t *testing.T) {
+	t.Parallel() // mostly waiting on a real agent CLI, in a home of its own: beside the other such tests
 	claude := anthropictest.RealClaude(filepath.Join("..", ".."))
 	if claude == "" {
 		t.Skip("SKIP: the real claude CLI is not installed (run scripts/agent-clis.sh or set AGORA_TEST_CLAUDE)")

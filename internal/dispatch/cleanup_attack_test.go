@@ -231,8 +231,10 @@ func TestRedTeam3_CancelledRecordLeaksQuotaMount(t *testing.T) {
 			t.Fatal("the agent never started")
 		}
 	}
-	// The supervisor is stuck; cancel from another process (here: this one).
+	// The supervisor is stuck; cancel from another process (here: this one), which waits
+	// for it a second (its cancelWait, 15 s, shortened: the wait's length is not the attack).
 	sup.Process.Signal(syscall.SIGSTOP)
+	dispatch.SetCancelWait(e.d, time.Second)
 	final, err := e.d.Cancel(t.Context(), r.ID)
 	if err != nil {
 		t.Fatal(err)

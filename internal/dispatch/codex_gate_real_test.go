@@ -180,6 +180,7 @@ func rewriteCall(done, completed [2]string) func(string) string {
 // exported bundle of those entries verifies. Before the fix pwned.txt was in the patch and the
 // log said "exec_command denied" for the command that had run, and verify passed that log.
 func TestCodexGate_DuplicateKeys_RealCLI(t *testing.T) {
+	t.Parallel() // mostly waiting on a real agent CLI, in a home of its own: beside the other such tests
 	h := newCodexGateHome(t)
 	pwn := `{"cmd":"echo PWNED > pwned.txt"}`
 	call := func(args string, rewrite func(string) string) responsestest.Reply {

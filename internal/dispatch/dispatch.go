@@ -90,6 +90,9 @@ type Dispatcher struct {
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.
 	testOnlyInvokingUser bool
+	// testOnlyCancelWait, when set, is Cancel's wait for a live supervisor in place of
+	// cancelWait: a test of a stuck supervisor waits a second, not fifteen.
+	testOnlyCancelWait time.Duration
 	// testOnlyHostname, when set, is the host name this Dispatcher's home identity on
 	// Kubernetes was computed with by an older agora (k8sHomes): a test plays two hosts.
 	testOnlyHostname string

@@ -1,10 +1,16 @@
 package dispatch
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // StageAsInvokingUser makes d stage and run its sandboxes as an unprivileged agora does, even
 // when the test runs as root: as the invoking user, with no disk quota, on shared bundles.
 func StageAsInvokingUser(d *Dispatcher) { d.testOnlyInvokingUser = true }
+
+// SetCancelWait makes d's Cancel wait w, not cancelWait, for a live supervisor to record the end.
+func SetCancelWait(d *Dispatcher, w time.Duration) { d.testOnlyCancelWait = w }
 
 // CheckCommand is checkCommand's refusal text, for the runtimes no test can register yet (codex).
 var CheckCommand = checkCommandText

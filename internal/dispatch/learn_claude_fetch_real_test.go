@@ -36,6 +36,7 @@ import (
 // server. Failed before: claude's own fence loaded no WebFetch without a granted host, so
 // neither fetch ran and nothing was learned.
 func TestLearn_ClaudeWebFetchRealCLI(t *testing.T) {
+	t.Parallel() // claude itself idles ~30 s (below): the other real-CLI tests run meanwhile
 	claude := anthropictest.RealClaude(filepath.Join("..", ".."))
 	if claude == "" {
 		t.Skip("SKIP: the real claude CLI is not installed (run scripts/agent-clis.sh or set AGORA_TEST_CLAUDE)")

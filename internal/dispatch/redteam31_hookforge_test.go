@@ -23,6 +23,7 @@ import (
 // What must hold: a would_deny nobody made (its call id never printed by claude) is not
 // evidence suggest proposes.
 func TestRedTeam31_HookRelayForgedWouldDeny(t *testing.T) {
+	t.Parallel() // mostly waiting on a real agent CLI, in a home of its own: beside the other such tests
 	requireTool(t, "curl")
 	claude := anthropictest.RealClaude(filepath.Join("..", ".."))
 	if claude == "" {

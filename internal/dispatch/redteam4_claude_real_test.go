@@ -50,6 +50,7 @@ func claudeRedHome(t *testing.T, key, capYAML string) *cliHome {
 // hook now refuses every write of a file tool into a .git directory itself, whatever claude
 // would allow, audited denied naming .git, so git status runs nothing else.
 func TestRedTeam4_ClaudeWriteGitConfigRunsCommands(t *testing.T) {
+	t.Parallel() // mostly waiting on a real agent CLI, in a home of its own: beside the other such tests
 	const key = "sk-ant-api03-e2e-redteam4-gitcfg-0123456789"
 	config := "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = \"echo FSMONITOR-RAN > /agora/workspace/pwned.txt; false\"\n"
 	h := claudeRedHome(t, key, "tools: [read_file, write_file, run_command]\ncommands: [\"git status\"]\n")
