@@ -255,10 +255,7 @@ func staging(t testing.TB, out string) []string {
 // freeAddr is a loopback address no one listens on now.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	return agoratest.FreeAddr(t)
 }
 
 // TestUpload_PlacingFinishesOnlyTheSameBytes: a gateway killed while it moved an accepted

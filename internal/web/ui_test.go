@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -147,12 +146,7 @@ func (e *uiEnv) run(args ...string) string {
 	return string(out)
 }
 
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t testing.TB) string { return agoratest.FreeAddr(t) }
 
 // serve starts `agora orch serve --http` (on e.addr when set) and waits until the web view
 // answers.

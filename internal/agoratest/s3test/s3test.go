@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/egress"
 	"github.com/agora-dev/agora/internal/s3"
 )
@@ -211,15 +212,7 @@ func (s *Server) Client(t testing.TB, cfg s3.Config) *s3.Client {
 	return c
 }
 
-func freePort(host string) (string, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port, nil
-}
+func freePort(host string) (string, error) { return agoratest.FreePort(host) }
 
 func randHex(n int) string {
 	b := make([]byte, n)

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,13 +80,10 @@ func restoreFrom(t *testing.T, from, home string) {
 	}))
 }
 
-// freePort is a loopback port nothing listens on now.
+// freePort is a loopback address nothing listens on now (agoratest.FreeAddr).
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	return agoratest.FreeAddr(t)
 }
 
 // TestServe_TakeoverAdoptsKubernetesJob is a takeover at kwok level: the leader's serve
