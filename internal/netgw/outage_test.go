@@ -98,7 +98,7 @@ func TestGatewayProcess_Kill9MidUploadLeavesNoClaim(t *testing.T) {
 	if out, err := initCmd.CombinedOutput(); err != nil {
 		t.Fatalf("agora init: %v\n%s", err, out)
 	}
-	addr := freeAddr(t)
+	addr := agoratest.FreeAddr(t)
 	serve := func() *exec.Cmd {
 		cmd := exec.Command(agoraBin, "gateway", "serve", "--listen", addr, "--advertise", "https://"+addr)
 		cmd.Env = env
@@ -250,12 +250,6 @@ func staging(t testing.TB, out string) []string {
 	m, err := filepath.Glob(filepath.Join(filepath.Dir(out), ".upload-"+filepath.Base(out)+"-*"))
 	must(t, err)
 	return m
-}
-
-// freeAddr is a loopback address no one listens on now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	return agoratest.FreeAddr(t)
 }
 
 // TestUpload_PlacingFinishesOnlyTheSameBytes: a gateway killed while it moved an accepted

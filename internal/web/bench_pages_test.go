@@ -317,7 +317,7 @@ type servedBin struct {
 }
 
 func serveBin(b *testing.B, name, bin string, s seededHome, home string) *servedBin {
-	addr := freeAddr(b)
+	addr := agoratest.FreeAddr(b)
 	sb := &servedBin{name: name, bin: bin, home: home, base: "http://" + addr, env: benchEnv(home, s.tokensFile), s: s,
 		c: client.New(filepath.Join(home, "orch", "orch.sock"))}
 	sb.stop = startServe(b, bin, home, sb.env, addr)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // initHome is an AGORA_HOME made by `agora init` and the environment serve is started with:
@@ -86,7 +88,7 @@ func TestRedTeam48_ServeWebRefusesToStart(t *testing.T) {
 // address once serve says it listens, and serve's output so far; serve is stopped when t ends.
 func serveWeb(t *testing.T, env []string) (addr string, output func() string) {
 	t.Helper()
-	cmd := exec.Command(agoraBin, "orch", "serve", "--http", freeAddr(t))
+	cmd := exec.Command(agoraBin, "orch", "serve", "--http", agoratest.FreeAddr(t))
 	cmd.Env = env
 	pipe, err := cmd.StderrPipe()
 	must(t, err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/oidcauth/oidctest"
 )
@@ -25,7 +26,7 @@ const uiOIDCSecret = "ui-oidc-web-secret-0123456789"
 func TestUI_OIDCChromium(t *testing.T) {
 	requireUI(t)
 	e := newUIHome(t)
-	e.addr = freeAddr(t)
+	e.addr = agoratest.FreeAddr(t)
 	p := oidctest.Start(t, oidctest.Config{
 		UserGroups:  map[string][]string{oidctest.User1: {"platform"}, oidctest.User2: {"readers"}},
 		WebClientID: "agora-web", WebSecret: uiOIDCSecret, RedirectURI: []string{"http://" + e.addr + "/oidc/callback"},

@@ -146,14 +146,12 @@ func (e *uiEnv) run(args ...string) string {
 	return string(out)
 }
 
-func freeAddr(t testing.TB) string { return agoratest.FreeAddr(t) }
-
 // serve starts `agora orch serve --http` (on e.addr when set) and waits until the web view
 // answers.
 func (e *uiEnv) serve() {
 	e.t.Helper()
 	if e.addr == "" {
-		e.addr = freeAddr(e.t)
+		e.addr = agoratest.FreeAddr(e.t)
 	}
 	e.base = "http://" + e.addr
 	cmd := exec.Command(agoraBin, "orch", "serve", "--http", e.addr)
@@ -676,7 +674,7 @@ func TestUI_RefusesEveryRoute(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("agora init: %v\n%s", err, out)
 	}
-	cmd = exec.Command(agoraBin, "orch", "serve", "--http", freeAddr(t))
+	cmd = exec.Command(agoraBin, "orch", "serve", "--http", agoratest.FreeAddr(t))
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no token") {

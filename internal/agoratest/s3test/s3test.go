@@ -130,7 +130,7 @@ func StartOn(host string) (*Server, error) {
 			return nil, err
 		}
 	}
-	port, err := freePort(host)
+	port, err := agoratest.FreePort(host)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -211,8 +211,6 @@ func (s *Server) Client(t testing.TB, cfg s3.Config) *s3.Client {
 	t.Cleanup(c.CloseIdleConnections)
 	return c
 }
-
-func freePort(host string) (string, error) { return agoratest.FreePort(host) }
 
 func randHex(n int) string {
 	b := make([]byte, n)

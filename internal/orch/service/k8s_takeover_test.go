@@ -80,12 +80,6 @@ func restoreFrom(t *testing.T, from, home string) {
 	}))
 }
 
-// freePort is a loopback address nothing listens on now (agoratest.FreeAddr).
-func freePort(t *testing.T) string {
-	t.Helper()
-	return agoratest.FreeAddr(t)
-}
-
 // TestServe_TakeoverAdoptsKubernetesJob is a takeover at kwok level: the leader's serve
 // dies (-9, with its supervisors) while two tasks' Jobs are in flight; a standby with the
 // restored databases and none of the old leader's volume serves. It adopts both dispatches
@@ -336,7 +330,7 @@ func TestServe_TakeoverWithoutTheRepository(t *testing.T) {
 func (e *k8sEnv) gateway() string {
 	t := e.t
 	t.Helper()
-	addr := freePort(t)
+	addr := agoratest.FreeAddr(t)
 	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
 	_, err = fmt.Fprintf(f, "gateway: {listen: %q, advertise: \"https://%s\"}\n", addr, addr)

@@ -142,7 +142,7 @@ func replicatedLeader(t *testing.T) (e *k8sEnv, addr, backup string, serve *exec
 	backup = t.TempDir()
 	creds := filepath.Join(backup, "s3.env")
 	must(t, os.WriteFile(creds, []byte("AWS_ACCESS_KEY_ID="+srv.Creds.AccessKeyID+"\nAWS_SECRET_ACCESS_KEY="+srv.Creds.SecretAccessKey+"\n"), 0o600))
-	addr = freePort(t)
+	addr = agoratest.FreeAddr(t)
 	f, err := os.OpenFile(filepath.Join(e.home, "agora.yaml"), os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
 	_, err = fmt.Fprintf(f, "egress: {allow_private: [127.0.0.1/32]}\ngateway: {listen: %q, advertise: \"https://%s\"}\nreplicate:\n  s3: {endpoint: %q, bucket: %s, prefix: %s, credentials_file: %s}\n  lag: 200ms\n",

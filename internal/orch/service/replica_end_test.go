@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agora-dev/agora/internal/agoratest"
 )
 
 // TestServe_EndWaitsForAgoraReplica: in a home that replicates, a task's end reaches the
@@ -17,7 +19,7 @@ import (
 // the warning never comes.
 func TestServe_EndWaitsForAgoraReplica(t *testing.T) {
 	requireBwrap(t)
-	dead := freePort(t) // listened on and closed: nothing answers there
+	dead := agoratest.FreeAddr(t) // listened on and closed: nothing answers there
 	creds := filepath.Join(t.TempDir(), "s3.env")
 	must(t, os.WriteFile(creds, []byte("AWS_ACCESS_KEY_ID=x\nAWS_SECRET_ACCESS_KEY=y\n"), 0o600))
 	e := newEnvConfig(t, fmt.Sprintf("egress: {allow_private: [127.0.0.1/32]}\nreplicate:\n  s3: {endpoint: \"http://%s\", bucket: outage, prefix: home, credentials_file: %s}\n  lag: 100ms\n", dead, creds))
