@@ -1,6 +1,8 @@
 package dispatch_test
 
 import (
+	"cmp"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -145,6 +147,10 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 	}
 	waitWarmReady(t, w, 2)
 	waiting := slotWorkers(t, e.d.StateDir, 2)
+	started := make([]string, len(waiting))
+	for i, pid := range waiting {
+		started[i], _ = procState(pid)
+	}
 	a := e.run(dispatch.Request{Subagent: "attack"})
 	if a.State != lifecycle.DispatchFinished || !strings.Contains(e.stdout(a), "done") {
 		t.Fatalf("first warm dispatch: %s %s %s", a.State, a.Reason, a.Detail)
@@ -153,20 +159,21 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 		t.Fatalf("the first warm dispatch's agent reached beyond its sandbox:\n%s", out)
 	}
 	// One of the two waiting workers ran that dispatch; the other must still be the very
-	// process it was, blocked on its claim pipe.
+	// process it was (the same start time: not a pid reused), alive, neither killed nor
+	// stopped. Its state letter may be S, or R or D for a moment on a loaded machine (a
+	// runtime thread woken, a page faulted in); that it still waits on its claim pipe, the
+	// next dispatch shows by running in its slot (the counts below).
 	survivors := 0
-	for _, pid := range waiting {
-		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(st), ')')
-		if f := strings.Fields(string(st[i+1:])); len(f) > 0 && f[0] == "S" {
+	var seen []string
+	for i, pid := range waiting {
+		start, state := procState(pid)
+		seen = append(seen, fmt.Sprintf("%d:%s", pid, cmp.Or(state, "gone")))
+		if start != "" && start == started[i] && strings.ContainsAny(state, "SRD") {
 			survivors++
 		}
 	}
 	if survivors != 1 {
-		t.Fatalf("of the workers waiting before the attack (%v), %d still wait; want 1", waiting, survivors)
+		t.Fatalf("of the workers waiting before the attack, %d still live; want 1 (pid:state %v)", survivors, seen)
 	}
 	b := e.run(dispatch.Request{Subagent: "attack"})
 	if b.State != lifecycle.DispatchFinished || !strings.Contains(e.stdout(b), "done") {
@@ -178,6 +185,21 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 	if c := warmCounts(w); c.Claimed != 2 || c.Cold != 0 || c.Failed != 0 {
 		t.Fatalf("counts %+v: want both attacks run warm", c)
 	}
+}
+
+// procState is pid's start time (in clock ticks since boot, which tells the process from a
+// later one given the same pid) and its state letter, or "" and "" when it is gone.
+func procState(pid int) (start, state string) {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", ""
+	}
+	i := strings.LastIndexByte(string(st), ')')
+	f := strings.Fields(string(st[i+1:]))
+	if len(f) < 20 {
+		return "", ""
+	}
+	return f[19], f[0] // fields 22 and 3 of proc(5), counted from after the command
 }
 
 // settledFDs reads a waiting worker's descriptors once its warm-up is over: the warm-up's
