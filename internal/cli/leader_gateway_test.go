@@ -53,15 +53,12 @@ func TestLeaderLease_OnlyTheLeaderIsReady(t *testing.T) {
 	c := k8stest.Shared(t, k8stest.Options{}).InNewNamespace(t) // the package's one control plane; its leases are named apart
 	dir := t.TempDir()
 	w := &leaseWorld{t: t, bin: builtAgora(t), dir: dir, cluster: c, lease: fmt.Sprintf("agora-gw-%d", os.Getpid())}
-	addr := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
+	// Each serve binds its gateway's address itself: below the ephemeral range, no other
+	// test's port 0 or outgoing connection takes it first.
+	gwA, gwB := agoratest.FreeAddr(t), agoratest.FreeAddr(t)
+	for gwB == gwA {
+		gwB = agoratest.FreeAddr(t)
 	}
-	gwA, gwB := addr(), addr()
 	gw := func(a string) string { return fmt.Sprintf("gateway: {listen: %q, advertise: \"https://%s\"}\n", a, a) }
 	envA, envB := w.home("a", gw(gwA)), w.home("b", gw(gwB))
 	a := w.serveArgs(envA, "--gateway", gwA)

@@ -79,7 +79,15 @@ func startGatewayWith(t testing.TB, version string, set func(*Server)) *gw {
 	}
 	g := &gw{reg: &Registry{Dir: filepath.Join(home, "gateway", "sessions")}, ca: certs.CAPEM, logs: &syncBuffer{}, home: home,
 		certs: certs, version: version, set: set}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Not port 0: [gw.away] and [gw.restart] bind this address again after g.close frees it,
+	// and a port of the ephemeral range may be taken meanwhile by any test's port 0 or
+	// outgoing connection. Below it only an explicit bind can, so a lost race is retried.
+	var ln net.Listener
+	for try := 0; ; try++ {
+		if ln, err = net.Listen("tcp", agoratest.FreeAddr(t)); err == nil || try == 4 {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/mcpserver"
@@ -44,12 +45,7 @@ func (o *oidcEnv) advance(d time.Duration) { o.mu.Lock(); o.off += d; o.mu.Unloc
 // groups (viewer when groups is "readers", nothing when "marketing").
 func startOIDC(t *testing.T, user2Group string) *oidcEnv {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := agoratest.FreeAddr(t) // the server binds it after the provider registers its redirect URL
 	redirect := "http://" + addr + oidcauth.WebCallbackPath
 	p := oidctest.Start(t, oidctest.Config{
 		UserGroups:  map[string][]string{oidctest.User1: {"platform"}, oidctest.User2: {user2Group}},

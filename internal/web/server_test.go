@@ -52,12 +52,7 @@ func startWith(t *testing.T, src Sources, opts ...func(*Config)) env {
 	if src.Runs == nil {
 		src.Runs = src.Orch.(*fakeOrch).store(t)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := agoratest.FreeAddr(t) // Serve binds it: below the ephemeral range, where no port 0 or outgoing connection takes it
 	cfg := Config{Addr: addr, Clients: []mcpserver.Client{
 		{Name: "alice", Token: opToken, Ceiling: mcpserver.CeilingOrchestrate},
 		{Name: "bob", Token: readToken, Ceiling: mcpserver.CeilingRead},

@@ -44,10 +44,11 @@ func newRealPodEnv(t *testing.T) *realPodEnv {
 	must(t, err)
 
 	e := &realPodEnv{env: newEnv(t), c: c}
-	ln, err := net.Listen("tcp", net.JoinHostPort(k8stest.RealNodeIP, "0"))
+	// serve binds it after a restart too: below the ephemeral range, where no port 0 or
+	// outgoing connection takes it meanwhile.
+	port, err := agoratest.FreePort(k8stest.RealNodeIP)
 	must(t, err)
-	e.gateway = ln.Addr().String()
-	ln.Close()
+	e.gateway = net.JoinHostPort(k8stest.RealNodeIP, port)
 	// A subagent whose agent is still at work when serve is killed, and ends while it is dead.
 	cat := filepath.Join(t.TempDir(), "catalog")
 	must(t, os.MkdirAll(filepath.Join(cat, "caps", "shell"), 0o755))

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -372,13 +373,10 @@ func TestRedteam45_WorkerAndSecrets(t *testing.T) {
 	if logs := e.run("dispatch", "logs", strings.TrimSpace(out)); !strings.Contains(logs, "unreachable") || strings.Contains(logs, "REACHED") {
 		t.Errorf("the sandboxed probe of %s says:\n%s", orch, logs)
 	}
-	// A closed port: the callback fails, and its failure is said somewhere.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	// A port nothing listens on: the callback fails, and its failure is said somewhere.
+	dead := agoratest.FreeAddr(t)
 	const token, inputSecret = "cbtoken-4f1d9a7e", "inputsecret-77c2b1"
-	code, _, stderr = e.oneShot(nil, "--subagent", "ok", "--callback", fmt.Sprintf("http://127.0.0.1:%d/hook?token=%s", port, token),
+	code, _, stderr = e.oneShot(nil, "--subagent", "ok", "--callback", fmt.Sprintf("http://%s/hook?token=%s", dead, token),
 		"--input", fmt.Sprintf(`{"password":%q}`, inputSecret))
 	t.Logf("callback dispatch: exit %d\n%s", code, stderr)
 	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/orch/api"
 	"github.com/agora-dev/agora/internal/orch/service"
 )
@@ -399,13 +400,10 @@ func TestRedTeam48_DeclinesKeepItAlive(t *testing.T) {
 func TestRedTeam48_DeclinedSecrets(t *testing.T) {
 	e := residentEnv(t, "egress:\n  allow_private: [127.0.0.1/32]\n")
 	e.firstResident()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	dead := agoratest.FreeAddr(t) // nothing listens there: the callback fails
 	const token, inputSecret, envSecret = "cbtoken-rt48-9d1e", "inputsecret-rt48-3a7c", "envsecret-rt48-5b2f"
 	code, out, stderr, hung := e.oneShotWithin(60*time.Second, []string{"AGORA_RT48_SECRET=" + envSecret},
-		"--subagent", "ok", "--callback", fmt.Sprintf("http://127.0.0.1:%d/hook?token=%s", port, token),
+		"--subagent", "ok", "--callback", fmt.Sprintf("http://%s/hook?token=%s", dead, token),
 		"--input", fmt.Sprintf(`{"password":%q}`, inputSecret))
 	if hung {
 		t.Fatal("the declined CLI hung")

@@ -3,12 +3,12 @@ package remote
 import (
 	"encoding/pem"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/compute/remote"
 )
 
@@ -18,12 +18,7 @@ import (
 func TestClient_GivesUpAsUnreachable(t *testing.T) {
 	defer func(d time.Duration) { OutageLimit = d }(OutageLimit)
 	OutageLimit = 1500 * time.Millisecond
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: every dial is refused
+	addr := agoratest.FreeAddr(t) // nothing listens there: every dial is refused
 	c, err := NewClient("https://"+addr, "01UNREACHABLE", "agw_test", testCA(t))
 	if err != nil {
 		t.Fatal(err)
