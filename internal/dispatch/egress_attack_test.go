@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/catalog/provision"
@@ -64,7 +65,11 @@ func TestEgress_AttacksFromASandbox(t *testing.T) {
 		`curl -sS -H "Authorization: Bearer $GITHUB_TOKEN" ` + git + "/bound; echo",
 	}
 	e.netSubagent("attacker", rules, strings.Join(script, "; "))
-	r := e.run(dispatch.Request{Subagent: "attacker", Envs: []string{"gh"}})
+	// Eleven curls in a row, each a process and a TLS session terminated by the proxy in this
+	// race-instrumented test process: a few seconds on a quiet machine, more than the default
+	// 30 s dispatch's 16 s for its agent under make stress-all's load. No assertion here is
+	// about time; the bound only ends a hung run.
+	r := e.run(dispatch.Request{Subagent: "attacker", Envs: []string{"gh"}, Timeout: 2 * time.Minute})
 	out := e.stdout(r)
 	logs := e.logs(r.ID)
 	if r.State != lifecycle.DispatchFinished {
