@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agora-dev/agora/internal/agoratest"
 )
@@ -35,15 +38,17 @@ func startServing(t *testing.T, serve *exec.Cmd) *agoratest.SyncBuffer {
 	return out
 }
 
-// exited reports whether process pid has ended (a zombie its parent has not reaped, or gone).
+// exited reports whether child pid has ended, without reaping it: waitid with WNOWAIT asks the
+// kernel, not /proc. /proc's state letter is not proof: while the front (agora) execs
+// agora-full from a thread other than its first, the kernel shows the old leader as a zombie
+// for a moment, and a Wait on that live serve would then block until the test's timeout.
 func exited(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var info unix.Siginfo // zero: WNOHANG leaves it so when the child has not changed state
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 	if err != nil {
-		return true
+		return errors.Is(err, unix.ECHILD) // reaped already
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
+	return info.Signo != 0
 }
 
 // pendingConnection reports whether a connection to one of process pid's Unix listeners
