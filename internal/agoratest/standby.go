@@ -29,15 +29,3 @@ func StandbyPIDs(dir string) []int {
 	}
 	return out
 }
-
-// Running reports whether process pid exists and has not ended (a zombie its parent has not
-// reaped has).
-func Running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
-}

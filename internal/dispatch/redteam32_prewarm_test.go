@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
 )
@@ -149,7 +150,8 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 	waiting := slotWorkers(t, e.d.StateDir, 2)
 	started := make([]string, len(waiting))
 	for i, pid := range waiting {
-		started[i], _ = procState(pid)
+		st, _ := agoratest.ReadProcStat(pid)
+		started[i] = st.Start
 	}
 	a := e.run(dispatch.Request{Subagent: "attack"})
 	if a.State != lifecycle.DispatchFinished || !strings.Contains(e.stdout(a), "done") {
@@ -166,9 +168,9 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 	survivors := 0
 	var seen []string
 	for i, pid := range waiting {
-		start, state := procState(pid)
-		seen = append(seen, fmt.Sprintf("%d:%s", pid, cmp.Or(state, "gone")))
-		if start != "" && start == started[i] && strings.ContainsAny(state, "SRD") {
+		st, _ := agoratest.ReadProcStat(pid) // gone: the zero ProcStat
+		seen = append(seen, fmt.Sprintf("%d:%s", pid, cmp.Or(st.State, "gone")))
+		if st.Start != "" && st.Start == started[i] && strings.ContainsAny(st.State, "SRD") {
 			survivors++
 		}
 	}
@@ -185,21 +187,6 @@ func TestRedTeam32_ClaimedAgentCannotReachWaitingWorker(t *testing.T) {
 	if c := warmCounts(w); c.Claimed != 2 || c.Cold != 0 || c.Failed != 0 {
 		t.Fatalf("counts %+v: want both attacks run warm", c)
 	}
-}
-
-// procState is pid's start time (in clock ticks since boot, which tells the process from a
-// later one given the same pid) and its state letter, or "" and "" when it is gone.
-func procState(pid int) (start, state string) {
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", ""
-	}
-	i := strings.LastIndexByte(string(st), ')')
-	f := strings.Fields(string(st[i+1:]))
-	if len(f) < 20 {
-		return "", ""
-	}
-	return f[19], f[0] // fields 22 and 3 of proc(5), counted from after the command
 }
 
 // settledFDs reads a waiting worker's descriptors once its warm-up is over: the warm-up's

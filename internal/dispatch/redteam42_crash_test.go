@@ -1,7 +1,6 @@
 package dispatch_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 )
 
@@ -88,17 +88,7 @@ func childNamed(pid int, comm string) int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		j := bytes.IndexByte(b, '(')
-		if i < 0 || j < 0 || string(b[j+1:i]) != comm {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if st, err := agoratest.ReadProcStat(n); err == nil && st.Comm == comm && st.PPID == pid {
 			return n
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -66,7 +67,7 @@ func TestWarm_WorkerStartedAhead(t *testing.T) {
 	// Its bwrap (the slot's process) ends with it: from then on the pool sees the slot dead.
 	for _, p := range []int{victim, bwrap} {
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat"); err != nil || strings.Contains(string(b), ") Z ") {
+			if !agoratest.Running(p) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -131,18 +132,12 @@ func descendantNamed(pid int, comm string) int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		st, err := agoratest.ReadProcStat(n)
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid ...
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		parent[n], _ = strconv.Atoi(f[1])
-		if strings.TrimSpace(string(b[strings.IndexByte(string(b), '(')+1:i])) == comm {
+		parent[n] = st.PPID
+		if strings.TrimSpace(st.Comm) == comm {
 			named = append(named, n)
 		}
 	}

@@ -40,8 +40,8 @@ exec sleep 30`)
 	if env, err := os.ReadFile(filepath.Join(dir, "env")); err != nil || string(env) != "inherited" {
 		t.Errorf("the supervisor's environment has AGORA_DETACH_TEST=%q (%v), want this process's %q", env, err, "inherited")
 	}
-	if sid := procStat(t, pid)[3]; sid != strconv.Itoa(pid) {
-		t.Errorf("the supervisor runs in session %s, want a session of its own (%d)", sid, pid)
+	if st, err := agoratest.ReadProcStat(pid); err != nil || st.Session != pid {
+		t.Errorf("the supervisor runs in session %d (%v), want a session of its own (%d)", st.Session, err, pid)
 	}
 	for fd := 0; fd <= 2; fd++ {
 		if target, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(fd)); err != nil || target != os.DevNull {

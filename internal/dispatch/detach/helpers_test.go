@@ -177,18 +177,6 @@ func waitReaped(t *testing.T, pid int) {
 	})
 }
 
-// procStat returns the fields of /proc/PID/stat after the command name: [0] is the state,
-// [3] the session id.
-func procStat(t *testing.T, pid int) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return strings.Fields(string(b[i+1:]))
-}
-
 func accepted(id string) *dispatch.Record {
 	return &dispatch.Record{ID: id, State: lifecycle.DispatchAccepted}
 }

@@ -1,0 +1,52 @@
+package agoratest
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ProcStat is what tests read of a process from /proc/PID/stat (proc(5)).
+type ProcStat struct {
+	Comm    string // the command name, without its parentheses
+	State   string // one letter: R, S, D, Z, T, ...
+	PPID    int    // its parent
+	Session int    // its session id
+	// Start is when it started, in clock ticks since boot: it tells the process from a later
+	// one given the same pid.
+	Start string
+}
+
+// ReadProcStat reads pid's /proc/PID/stat. The command name may hold spaces and parentheses,
+// so the fields are counted from the last ')'.
+func ReadProcStat(pid int) (ProcStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ProcStat{}, err
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return ProcStat{}, fmt.Errorf("/proc/%d/stat: no command name in %.80q", pid, s)
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 20 {
+		return ProcStat{}, fmt.Errorf("/proc/%d/stat: %d fields after the command, want at least 20", pid, len(f))
+	}
+	st := ProcStat{Comm: s[open+1 : end], State: f[0], Start: f[19]}
+	if st.PPID, err = strconv.Atoi(f[1]); err != nil {
+		return ProcStat{}, fmt.Errorf("/proc/%d/stat: parent %q: %w", pid, f[1], err)
+	}
+	if st.Session, err = strconv.Atoi(f[3]); err != nil {
+		return ProcStat{}, fmt.Errorf("/proc/%d/stat: session %q: %w", pid, f[3], err)
+	}
+	return st, nil
+}
+
+// Running reports whether process pid exists and has not ended (a zombie its parent has not
+// reaped has).
+func Running(pid int) bool {
+	st, err := ReadProcStat(pid)
+	return err == nil && st.State != "Z" && st.State != "X"
+}
