@@ -13,6 +13,7 @@ type ProcStat struct {
 	State   string // one letter: R, S, D, Z, T, ...
 	PPID    int    // its parent
 	Session int    // its session id
+	Threads int    // its threads that have not exited, the first one's included until it is reaped
 	// Start is when it started, in clock ticks since boot: it tells the process from a later
 	// one given the same pid.
 	Start string
@@ -41,12 +42,21 @@ func ReadProcStat(pid int) (ProcStat, error) {
 	if st.Session, err = strconv.Atoi(f[3]); err != nil {
 		return ProcStat{}, fmt.Errorf("/proc/%d/stat: session %q: %w", pid, f[3], err)
 	}
+	if st.Threads, err = strconv.Atoi(f[17]); err != nil {
+		return ProcStat{}, fmt.Errorf("/proc/%d/stat: threads %q: %w", pid, f[17], err)
+	}
 	return st, nil
 }
 
 // Running reports whether process pid exists and has not ended (a zombie its parent has not
-// reaped has).
+// reaped has). /proc shows the state of the process's first thread, which is a zombie too
+// when that thread alone has exited and others run on: a program whose main thread ended, or
+// for a moment a Go program (agora's front) that execs from a thread other than its first.
+// Such a process still runs: a zombie counts as ended only when it is its last thread.
 func Running(pid int) bool {
 	st, err := ReadProcStat(pid)
-	return err == nil && st.State != "Z" && st.State != "X"
+	if err != nil || st.State == "X" {
+		return false
+	}
+	return st.State != "Z" || st.Threads > 1
 }
