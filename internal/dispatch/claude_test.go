@@ -302,7 +302,7 @@ func fakeClaudeBytes(t testing.TB) []byte {
 		}
 		defer os.RemoveAll(dir)
 		bin := filepath.Join(dir, "claude")
-		build := exec.Command("go", "build", "-o", bin, "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude")
+		build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			fakeClaudeOnce.err = fmt.Errorf("build the fake claude: %v\n%s", err, out)

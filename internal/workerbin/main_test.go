@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	workerBin = filepath.Join(dir, Name)
-	build := exec.Command("go", "build", "-o", workerBin, "github.com/agora-dev/agora/cmd/agora-worker")
+	build := exec.Command("go", "build", "-trimpath", "-o", workerBin, "github.com/agora-dev/agora/cmd/agora-worker")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build agora-worker: %v\n%s", err, out)

@@ -38,7 +38,7 @@ echo forged`
 func fakeClaudeBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "claude")
-	build := exec.Command("go", "build", "-o", bin, "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/agora-dev/agora/internal/runtime/claudert/internal/fakeclaude")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the fake claude: %v\n%s", err, out)

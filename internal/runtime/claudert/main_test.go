@@ -54,7 +54,11 @@ func buildFakeClaude() (string, error) {
 	if err != nil {
 		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	out, err := exec.Command(goTool, "build", "-o", filepath.Join(dir, "claude"), "./internal/fakeclaude").CombinedOutput()
+	// -trimpath and no cgo, as make build compiles agora: the packages it shares with the
+	// programs come from Go's build cache, whichever checkout it runs in.
+	build := exec.Command(goTool, "build", "-trimpath", "-o", filepath.Join(dir, "claude"), "./internal/fakeclaude")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("build fake claude: %w\n%s", err, out)
