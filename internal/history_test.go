@@ -26,18 +26,23 @@ const benchmarksHistory = "docs/benchmarks-history.md"
 // of what is and why. That belongs in a commit message. Each is narrow enough that present-tense
 // text does not match: "session" and "round" are words of the domain (a gateway session, a
 // second round of decoding), so only a numbered or past one is history.
+//
+// needs holds words of which a match contains at least one, in lower case: a line of ASCII
+// text with none of them is not given to the expression (the check reads every line of the
+// repository, and case-folding expressions are slow to fail, most under -race).
 var historyPatterns = []struct {
-	name string
-	re   *regexp.Regexp
+	name  string
+	needs []string
+	re    *regexp.Regexp
 }{
-	{"a numbered round or session of work", regexp.MustCompile(`(?i)\b(rounds?|sessions?) #?\d{1,2}(?:$|[^\w.,]|[.,](?:\D|$))`)},
-	{"a past round or session of work", regexp.MustCompile(`(?i)\b(this|last|previous|earlier|latest) round\b|\b(last|earlier) session\b`)},
-	{"a numbered CI run", regexp.MustCompile(`(?i)\bci-?\d+\b|\bci run \d+|\bci run (saw|found|showed|failed|caught|hit)\b`)},
-	{"a numbered run of a report", regexp.MustCompile(`(?i)\brun \d+ of\b`)},
-	{"who attacked it", regexp.MustCompile(`(?i)\bred[- ]?teams?\b`)},
-	{"who found it", regexp.MustCompile(`(?i)\breviewers? (found|noticed|caught|flagged|spotted|saw|pointed out|reported|measured)\b|\b(found|caught|noticed|spotted|reported) by (the |a |an )?(reviewers?|review|ci\b|session|round|helper)`)},
-	{"who measured it", regexp.MustCompile(`(?i)\bwas measured by [A-Z]\w*|\bmeasured by (the )?(helper|session|round|ci\b)`)},
-	{"a numbered helper", regexp.MustCompile(`(?i)\bhelper-\d+\b`)},
+	{"a numbered round or session of work", []string{"round", "session"}, regexp.MustCompile(`(?i)\b(rounds?|sessions?) #?\d{1,2}(?:$|[^\w.,]|[.,](?:\D|$))`)},
+	{"a past round or session of work", []string{"round", "session"}, regexp.MustCompile(`(?i)\b(this|last|previous|earlier|latest) round\b|\b(last|earlier) session\b`)},
+	{"a numbered CI run", []string{"ci"}, regexp.MustCompile(`(?i)\bci-?\d+\b|\bci run \d+|\bci run (saw|found|showed|failed|caught|hit)\b`)},
+	{"a numbered run of a report", []string{"run "}, regexp.MustCompile(`(?i)\brun \d+ of\b`)},
+	{"who attacked it", []string{"red"}, regexp.MustCompile(`(?i)\bred[- ]?teams?\b`)},
+	{"who found it", []string{"reviewer", " by "}, regexp.MustCompile(`(?i)\breviewers? (found|noticed|caught|flagged|spotted|saw|pointed out|reported|measured)\b|\b(found|caught|noticed|spotted|reported) by (the |a |an )?(reviewers?|review|ci\b|session|round|helper)`)},
+	{"who measured it", []string{"measured by"}, regexp.MustCompile(`(?i)\bwas measured by [A-Z]\w*|\bmeasured by (the )?(helper|session|round|ci\b)`)},
+	{"a numbered helper", []string{"helper-"}, regexp.MustCompile(`(?i)\bhelper-\d+\b`)},
 }
 
 // issueNumber and issueWord find an issue number of this repository: a "#" or the word
@@ -52,6 +57,9 @@ var (
 // issueNumbers returns where text cites an issue number, as byte offsets; the word and the
 // number it names are one citation.
 func issueNumbers(text string) [][]int {
+	if isASCII(text) && !strings.Contains(text, "#") && !strings.Contains(strings.ToLower(text), "issue") {
+		return nil
+	}
 	words := issueWord.FindAllStringIndex(text, -1)
 	var out [][]int
 	for _, loc := range issueNumber.FindAllStringIndex(text, -1) {
@@ -71,6 +79,16 @@ func issueNumbers(text string) [][]int {
 		out = append(out, loc)
 	}
 	return append(out, words...)
+}
+
+// isASCII reports whether text has no byte above 0x7f.
+func isASCII(text string) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // isWordByte reports whether b is an ASCII letter, digit or underscore.
@@ -125,7 +143,12 @@ type historyFinding struct {
 // historyFindings returns what historyPatterns and issueNumbers find in one line of text.
 func historyFindings(text string) []historyFinding {
 	var out []historyFinding
+	ascii := isASCII(text)
+	lower := strings.ToLower(text)
 	for _, p := range historyPatterns {
+		if ascii && !slices.ContainsFunc(p.needs, func(w string) bool { return strings.Contains(lower, w) }) {
+			continue // (?i) folds only ASCII letters onto ASCII letters: no match is possible
+		}
 		for _, loc := range p.re.FindAllStringIndex(text, -1) {
 			m := strings.TrimRight(text[loc[0]:loc[1]], " .,;:)'\"")
 			out = append(out, historyFinding{p.name, m, loc[0], loc[1]})
@@ -328,6 +351,9 @@ func TestHistoryFindings(t *testing.T) {
 	bad := []string{
 		"// the cap came from round 3",
 		"// measured in session 5: 12 ms",
+		"// measured in sesſion 5: 12 ms", // (?i) folds ſ onto s: a line that is not ASCII meets every expression
+		"// THE RED TEAM'S ATTACK",
+		"see iſſue 12",
 		"// a flake in ci21 under load",
 		"(failed run 2 of the report)",
 		"// this round moves the pool",
