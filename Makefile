@@ -41,6 +41,8 @@ demo:
 # time is printed, so CI's output says where its 45 minutes went.
 # The fuzz binaries build beside the steps, at the lowest priority (nice 19: the CPU the tests
 # leave idle), and fuzz-short waits for them (scripts/fuzz-short.sh --build-only, FUZZBIN).
+# They are kept in .cache/fuzzbin, where the next build relinks only those whose packages
+# changed (and .ci/run's set-up builds them first).
 # mcp-inspector (TEST_BESIDE_FUZZ) runs beside fuzz-short rather than after it: fuzz-short is
 # time-boxed (each target fuzzes for its FUZZTIME whatever else runs), so the inspector's half
 # a minute costs the fuzzers some executions, not the step any time; its output is printed
@@ -48,9 +50,9 @@ demo:
 TEST_STEPS = fmt-check vet build unit fuzz-short
 TEST_BESIDE_FUZZ = mcp-inspector
 test:
-	@fuzzbin=$$(mktemp -d); \
+	@fuzzbin=$(CURDIR)/.cache/fuzzbin; mkdir -p "$$fuzzbin"; \
 	GOGC=$(TEST_GOGC) nice -n 19 ./scripts/fuzz-short.sh --build-only "$$fuzzbin" >"$$fuzzbin/build.log" 2>&1 & builder=$$!; \
-	trap 'pkill -P $$builder 2>/dev/null; kill $$builder 2>/dev/null; rm -rf "$$fuzzbin"' EXIT; \
+	trap 'pkill -P $$builder 2>/dev/null; kill $$builder 2>/dev/null' EXIT; \
 	for step in $(TEST_STEPS); do s=$$(date +%s); beside=; \
 	  if [ $$step = fuzz-short ]; then \
 	    (b=$$(date +%s); GOGC=$(TEST_GOGC) $(MAKE) --no-print-directory $(TEST_BESIDE_FUZZ) >"$$fuzzbin/beside.log" 2>&1; rc=$$?; \
