@@ -50,15 +50,15 @@ demo:
 TEST_STEPS = fmt-check vet build unit fuzz-short
 TEST_BESIDE_FUZZ = mcp-inspector
 test:
-	@fuzzbin=$(CURDIR)/.cache/fuzzbin; mkdir -p "$$fuzzbin"; \
-	GOGC=$(TEST_GOGC) nice -n 19 ./scripts/fuzz-short.sh --build-only "$$fuzzbin" >"$$fuzzbin/build.log" 2>&1 & builder=$$!; \
-	trap 'pkill -P $$builder 2>/dev/null; kill $$builder 2>/dev/null' EXIT; \
+	@fuzzbin="$(CURDIR)/.cache/fuzzbin"; logs=$$(mktemp -d); mkdir -p "$$fuzzbin"; rm -f "$$fuzzbin/.done"; \
+	GOGC=$(TEST_GOGC) nice -n 19 ./scripts/fuzz-short.sh --build-only "$$fuzzbin" >"$$logs/build.log" 2>&1 & builder=$$!; \
+	trap 'pkill -P $$builder 2>/dev/null; kill $$builder 2>/dev/null; rm -rf "$$logs"' EXIT; \
 	for step in $(TEST_STEPS); do s=$$(date +%s); beside=; \
 	  if [ $$step = fuzz-short ]; then \
-	    (b=$$(date +%s); GOGC=$(TEST_GOGC) $(MAKE) --no-print-directory $(TEST_BESIDE_FUZZ) >"$$fuzzbin/beside.log" 2>&1; rc=$$?; \
-	     echo "== make $(TEST_BESIDE_FUZZ): $$(( $$(date +%s) - b )) s (beside fuzz-short)" >>"$$fuzzbin/beside.log"; exit $$rc) & beside=$$!; fi; \
-	  FUZZBIN=$$fuzzbin GOGC=$(TEST_GOGC) $(MAKE) --no-print-directory $$step UNIT_VET=off; rc=$$?; \
-	  if [ -n "$$beside" ]; then wait $$beside; brc=$$?; cat "$$fuzzbin/beside.log"; [ $$brc = 0 ] || { echo "== make $(TEST_BESIDE_FUZZ) failed"; exit 1; }; fi; \
+	    (b=$$(date +%s); GOGC=$(TEST_GOGC) $(MAKE) --no-print-directory $(TEST_BESIDE_FUZZ) >"$$logs/beside.log" 2>&1; rc=$$?; \
+	     echo "== make $(TEST_BESIDE_FUZZ): $$(( $$(date +%s) - b )) s (beside fuzz-short)" >>"$$logs/beside.log"; exit $$rc) & beside=$$!; fi; \
+	  FUZZBIN="$$fuzzbin" GOGC=$(TEST_GOGC) $(MAKE) --no-print-directory $$step UNIT_VET=off; rc=$$?; \
+	  if [ -n "$$beside" ]; then wait $$beside; brc=$$?; cat "$$logs/beside.log"; [ $$brc = 0 ] || { echo "== make $(TEST_BESIDE_FUZZ) failed"; exit 1; }; fi; \
 	  [ $$rc = 0 ] || exit 1; \
 	  echo "== make $$step: $$(( $$(date +%s) - s )) s"; done
 

@@ -32,6 +32,9 @@ if [ "${1:-}" = --build-only ]; then
   shift 2
 fi
 fuzztime=${FUZZTIME:-2s}
+if [ -n "${FUZZBIN:-}" ]; then
+  mkdir -p "$FUZZBIN" && FUZZBIN=$(cd "$FUZZBIN" && pwd) # the targets run from their package's directory
+fi
 lanes=${FUZZLANES:-2}
 cachedir="$(go env GOCACHE)/fuzz"
 work=$(mktemp -d)
@@ -59,8 +62,10 @@ fuzz_once() {
 # the same (every function keeps its counters); a target runs its FUZZTIME either way, each
 # input a little slower. The standard library keeps its inlining: the runtime and the
 # packages every target leans on (strings, bytes, encoding/json) stay fast.
+# CGO_ENABLED=0 whoever calls: make sets it, .ci/run's set-up does not (gcc makes Go's default
+# 1), and every package above net compiles and links once per setting.
 build_bin() {
-  go test -c -fuzz=. -trimpath '-gcflags=all=-dwarf=false -l' -gcflags=std=-dwarf=false -ldflags='-s -w' -o "$2" "$1" >"$3" 2>&1
+  CGO_ENABLED=0 go test -c -fuzz=. -trimpath '-gcflags=all=-dwarf=false -l' -gcflags=std=-dwarf=false -ldflags='-s -w' -o "$2" "$1" >"$3" 2>&1
 }
 
 # bin_name is the file name of package $1's fuzz binary.
@@ -167,6 +172,7 @@ if [ -n "$build_only" ]; then
   mkdir -p "$build_only"
   exec 9>"$build_only/.lock"
   flock 9
+  rm -f "$build_only/.done"
   n=0
   built=" "
   while read -r pkg dir; do
@@ -185,20 +191,34 @@ if [ -n "$build_only" ]; then
     fi
     rm -f "$build_only/$name.log"
   done < <(fuzz_packages "$@")
-  # A package that no longer declares a target (or was not asked for) keeps no binary here.
-  for f in "$build_only"/*.test; do
+  # A package of this module that no longer declares a target (or was not asked for) keeps
+  # no binary, build error or half-built file here; nothing else in DIR is touched.
+  prefix=$(bin_name "$(go list -m)")_
+  for f in "$build_only/$prefix"*.test "$build_only/$prefix"*.err "$build_only/$prefix"*.tmp; do
     [ -e "$f" ] || continue
-    case $built in *" ${f##*/} "*) ;; *) rm -f "$f" ;; esac
+    f0=${f##*/}
+    case $built in *" ${f0%.*}.test "*) ;; *) rm -f "$f" ;; esac
   done
+  # .done: every package listed was built (or left its .err) by this run; a fuzz step uses the
+  # directory only then, so a build cut short never hands it the previous run's binaries.
+  touch "$build_only/.done"
   echo "fuzz: $n packages' fuzz binaries built into $build_only"
   exit 0
 fi
 
 # A --build-only run still building: wait for it (its lock), then use what it built.
-if [ -n "${FUZZBIN:-}" ] && [ -e "$FUZZBIN/.lock" ]; then
+# The lock is then held shared to the end, so that another checkout's build into the same
+# directory (an exclusive lock) does not replace a binary this run still starts targets from.
+if [ -n "${FUZZBIN:-}" ]; then
   s=$SECONDS
-  flock "$FUZZBIN/.lock" true
-  echo "fuzz: the binaries built beside the tests (waited $((SECONDS - s)) s for the last of them)"
+  exec 8>>"$FUZZBIN/.lock"
+  flock -s 8
+  if [ -e "$FUZZBIN/.done" ]; then
+    echo "fuzz: the binaries built beside the tests (waited $((SECONDS - s)) s for the last of them)"
+  else
+    echo "fuzz: no finished build in $FUZZBIN: building every package's binary here"
+    FUZZBIN=""
+  fi
 fi
 
 # The packages whose test files declare a fuzz target, each dealt to the lane with the fewest

@@ -100,15 +100,19 @@ func check(root string) ([]mismatch, error) {
 		}
 		for _, r := range f.Require {
 			u := use{dir: filepath.Dir(name), version: r.Mod.Version, content: r.Mod.Path + "@" + r.Mod.Version}
+			// A replace of this very version wins over one of every version, as in Go.
+			var replace *modfile.Replace
 			for _, rp := range f.Replace {
-				if rp.Old.Path != r.Mod.Path || (rp.Old.Version != "" && rp.Old.Version != r.Mod.Version) {
-					continue
+				if rp.Old.Path == r.Mod.Path && (rp.Old.Version == r.Mod.Version || rp.Old.Version == "" && replace == nil) {
+					replace = rp
 				}
-				if rp.New.Version == "" {
-					u.content = "" // a directory: its own content, shared with no one
-				} else {
-					u.content = rp.New.Path + "@" + rp.New.Version
-				}
+			}
+			switch {
+			case replace == nil:
+			case replace.New.Version == "":
+				u.content = "" // a directory: its own content, shared with no one
+			default:
+				u.content = replace.New.Path + "@" + replace.New.Version
 			}
 			if u.content != "" {
 				byPath[r.Mod.Path] = append(byPath[r.Mod.Path], u)
@@ -152,9 +156,12 @@ func fix(ms []mismatch) error {
 			if u.version == m.target {
 				continue
 			}
+			// Versioned replaces of the old and the new version go (the new one's would win
+			// over the replace of every version), then the one content is the replace of all.
 			changed[u.dir] = append(changed[u.dir],
 				"-require="+m.path+"@"+m.target,
 				"-dropreplace="+m.path+"@"+u.version,
+				"-dropreplace="+m.path+"@"+m.target,
 				"-replace="+m.path+"="+newPath+"@"+newVersion)
 		}
 	}
@@ -172,7 +179,7 @@ func fix(ms []mismatch) error {
 				return fmt.Errorf("go %s in %s: %w", args[1], d, err)
 			}
 		}
-		fmt.Printf("toolsalign: %s: %d modules aligned\n", filepath.Base(d), len(changed[d])/3)
+		fmt.Printf("toolsalign: %s: %d modules aligned\n", filepath.Base(d), len(changed[d])/4)
 	}
 	return nil
 }

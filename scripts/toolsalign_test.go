@@ -41,7 +41,8 @@ func TestToolModules_OneVersionPerContent(t *testing.T) {
 
 // TestToolsAlign_FindsOneContentUnderTwoVersions: the check fails, naming the module and each
 // version, when two tools modules build x/net v0.51.0's files but require it at two versions;
-// one that builds other content, or a directory, is not a mismatch.
+// one that builds other content (by a replace of its very version, too), or a directory, is
+// not a mismatch.
 func TestToolsAlign_FindsOneContentUnderTwoVersions(t *testing.T) {
 	root := t.TempDir()
 	write := func(dir, gomod string) {
@@ -54,6 +55,9 @@ func TestToolsAlign_FindsOneContentUnderTwoVersions(t *testing.T) {
 	}
 	write("a-tools", "module a\n\ngo 1.26.0\n\nrequire (\n\tgolang.org/x/net v0.51.0\n\tgolang.org/x/sys v0.46.0\n\texample.com/local v1.0.0\n)\n\nreplace example.com/local => ./local\n")
 	write("b-tools", "module b\n\ngo 1.26.0\n\nrequire (\n\tgolang.org/x/net v0.58.0\n\tgolang.org/x/sys v0.47.0\n\texample.com/local v1.1.0\n)\n\nreplace golang.org/x/net => golang.org/x/net v0.51.0\n\nreplace example.com/local => ./local\n")
+	// c-tools replaces every x/net to v0.51.0 but its own v0.58.0 to itself: a replace of the
+	// very version wins, as in Go, so it builds v0.58.0's files and shares nothing.
+	write("c-tools", "module c\n\ngo 1.26.0\n\nrequire golang.org/x/net v0.58.0\n\nreplace golang.org/x/net v0.58.0 => golang.org/x/net v0.58.0\n\nreplace golang.org/x/net => golang.org/x/net v0.51.0\n")
 	out, code := runToolsAlign(t, root)
 	if code != 1 {
 		t.Fatalf("toolsalign = exit %d, want 1\n%s", code, out)
@@ -61,6 +65,9 @@ func TestToolsAlign_FindsOneContentUnderTwoVersions(t *testing.T) {
 	want := "golang.org/x/net (content golang.org/x/net@v0.51.0): v0.51.0 in a-tools, v0.58.0 in b-tools"
 	if !strings.Contains(out, want) {
 		t.Errorf("toolsalign said\n%s\nwant a line %q", out, want)
+	}
+	if strings.Contains(out, "c-tools") {
+		t.Errorf("toolsalign counts c-tools, whose versioned replace gives it other files\n%s", out)
 	}
 	// x/sys: two contents (v0.46.0 and v0.47.0), nothing shared; example.com/local: a directory.
 	for _, not := range []string{"golang.org/x/sys", "example.com/local"} {
