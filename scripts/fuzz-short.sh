@@ -207,7 +207,7 @@ if [ -n "$build_only" ]; then
 fi
 
 # A --build-only run still building: wait for it (its lock), then use what it built.
-# The lock is then held shared to the end, so that another checkout's build into the same
+# The lock is then held shared to the end, so that another make test's build into the same
 # directory (an exclusive lock) does not replace a binary this run still starts targets from.
 if [ -n "${FUZZBIN:-}" ]; then
   s=$SECONDS
