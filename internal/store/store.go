@@ -66,7 +66,7 @@ func Open(ctx context.Context, path string, migrations []Migration, opts ...Opti
 	if err := private(path); err != nil {
 		return nil, err
 	}
-	sqldb, err := sql.Open("sqlite", dsn)
+	sqldb, err := openCached(dsn, "BEGIN IMMEDIATE")
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -92,7 +92,7 @@ func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
 	q.Set("mode", "ro")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
 	q.Add("_pragma", "query_only(1)")
-	sqldb, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	sqldb, err := openCached("file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode(), "BEGIN")
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
