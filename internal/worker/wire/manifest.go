@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/catalog"
@@ -139,16 +137,6 @@ func (m Manifest) WallClock() time.Duration {
 	return time.Duration(m.SetupTimeoutSeconds+m.AgentTimeoutSeconds)*time.Second + CaptureMargin
 }
 
-var (
-	dispatchIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$`) })
-	envKeyPattern     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
-)
-
-// ValidDispatchID reports whether id is a dispatch id the worker accepts in a manifest: 1-128
-// letters, digits, '_' or '-', starting with a letter or digit. The host refuses any other
-// caller-chosen id.
-func ValidDispatchID(id string) bool { return dispatchIDPattern().MatchString(id) }
-
 // ParseManifest reads manifest.json strictly: size-capped, unknown fields and duplicate keys
 // refused, then every field checked by [Manifest.Validate].
 func ParseManifest(b []byte) (Manifest, error) {
@@ -203,7 +191,7 @@ func (m Manifest) Validate() error {
 	if m.Version != ManifestVersion {
 		bad("version: unsupported version %d", m.Version)
 	}
-	if !dispatchIDPattern().MatchString(m.DispatchID) {
+	if !ValidDispatchID(m.DispatchID) {
 		bad("dispatch_id: want 1-128 letters, digits, '_' or '-', got %q", m.DispatchID)
 	}
 	if err := checkBundle(m.Subagent, catalog.KindSubagent, SubagentFile); err != nil {
@@ -326,7 +314,7 @@ func checkBundle(b Bundle, kind catalog.Kind, wantPath string) error {
 
 // checkEnvKey refuses keys that are not plain environment names, and agora's own.
 func checkEnvKey(k string) error {
-	if !envKeyPattern().MatchString(k) {
+	if !ValidEnvKey(k) {
 		return fmt.Errorf("invalid key %q", k)
 	}
 	if strings.HasPrefix(strings.ToUpper(k), "AGORA_") {

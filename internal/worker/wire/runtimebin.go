@@ -3,9 +3,7 @@ package wire
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 )
 
 // RuntimeBinDir is where the host binds a runtime's host-installed CLI, read-only: the
@@ -28,8 +26,6 @@ type RuntimeBinary struct {
 	SHA256 string `json:"sha256"`
 }
 
-var sha256Hex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
-
 // Validate checks b's fields; errors name the field.
 func (b RuntimeBinary) Validate() error {
 	for _, p := range []struct{ name, v string }{{"path", b.Path}, {"host_path", b.HostPath}} {
@@ -37,7 +33,7 @@ func (b RuntimeBinary) Validate() error {
 			return fmt.Errorf("runtime_binary.%s: want an absolute clean path, got %q", p.name, p.v)
 		}
 	}
-	if !sha256Hex().MatchString(b.SHA256) {
+	if !isSHA256Hex(b.SHA256) {
 		return fmt.Errorf("runtime_binary.sha256: want 64 lowercase hex digits")
 	}
 	if len(b.Version) > 256 || strings.ContainsAny(b.Version, "\x00\n") {
