@@ -57,7 +57,7 @@ func BenchmarkStartTrue(b *testing.B) {
 	b.Run("bwrap-same-options", func(b *testing.B) {
 		p := newProvider(b, Options{})
 		s := compute.Spec{ID: "bench", Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}}
-		args := append(bwrapOptions(s, p.system, fdLayout{}, false), "true")
+		args := append(bwrapOptions(s, p.system, stagedSystem{}, fdLayout{}, false), "true")
 		for b.Loop() {
 			cmd := exec.Command(p.bwrap, args...)
 			cmd.Env = []string{}

@@ -81,8 +81,9 @@ func newFDLayout(nFiles int) fdLayout {
 // bwrapOptions builds the options that travel on the --args descriptor. They hold the
 // environment values, so they MUST NOT be put in any argv.
 // With blocked, bwrap reports the sandbox pid on fds.info and waits on fds.block before
-// it forks the command.
-func bwrapOptions(s compute.Spec, system []string, fds fdLayout, blocked bool) []string {
+// it forks the command. staged names the /etc and /dev laid out beforehand, if any
+// ([stageSystem]); bwrap builds the others.
+func bwrapOptions(s compute.Spec, system []string, staged stagedSystem, fds fdLayout, blocked bool) []string {
 	o := []string{"--clearenv"}
 	for _, kv := range sandboxEnv(s) {
 		k, v, _ := strings.Cut(kv, "=")
@@ -113,17 +114,27 @@ func bwrapOptions(s compute.Spec, system []string, fds fdLayout, blocked bool) [
 		o = append(o, "--info-fd", strconv.Itoa(fds.info), "--block-fd", strconv.Itoa(fds.block))
 	}
 	o = append(o, system...)
-	for _, p := range etcAlways {
-		o = append(o, "--ro-bind-try", p, p)
-	}
-	if s.Network {
-		for _, p := range etcNetwork {
+	if staged.etc != "" {
+		o = append(o, "--ro-bind", staged.etc, "/etc")
+	} else {
+		for _, p := range etcAlways {
 			o = append(o, "--ro-bind-try", p, p)
+		}
+		if s.Network {
+			for _, p := range etcNetwork {
+				o = append(o, "--ro-bind-try", p, p)
+			}
 		}
 	}
 	scratch := strconv.FormatInt(scratchSize(s.Limits), 10)
 	shm := strconv.FormatInt(min(scratchSize(s.Limits), maxShm), 10)
-	o = append(o, "--proc", "/proc", "--dev", "/dev",
+	o = append(o, "--proc", "/proc")
+	if staged.dev != "" {
+		o = append(o, "--dev-bind", staged.dev, "/dev")
+	} else {
+		o = append(o, "--dev", "/dev")
+	}
+	o = append(o,
 		"--size", shm, "--tmpfs", "/dev/shm",
 		"--size", scratch, "--tmpfs", "/tmp")
 	for _, b := range s.Binds {

@@ -27,7 +27,7 @@ func FuzzBwrapOptions(f *testing.F) {
 		if validateSpec(s) != nil {
 			return
 		}
-		opts := bwrapOptions(s, []string{"--ro-bind", "/usr", "/usr"}, newFDLayout(1), writable)
+		opts := bwrapOptions(s, []string{"--ro-bind", "/usr", "/usr"}, stagedSystem{}, newFDLayout(1), writable)
 		enc := encodeArgs(opts)
 		dec := strings.Split(string(bytes.TrimSuffix(enc, []byte{0})), "\x00")
 		if !slices.Equal(dec, opts) {

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(probeEnv); mode != "" {
 		os.Exit(probe(mode, os.Args[1:]))
 	}
+	if mode := os.Getenv(stageProbeEnv); mode != "" {
+		os.Exit(stageProbe(mode, os.Args[1:]))
+	}
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -31,7 +31,7 @@ func TestCancel_SandboxOrphanedBeforeRelease(t *testing.T) {
 	var out, errOut syncBuffer
 	s := compute.Spec{ID: "orphan", Argv: []string{"sleep", marker}, Env: []string{"PATH=/usr/bin:/bin"},
 		Stdout: &out, Stderr: &errOut}
-	h, blockW, err := p.startHeld(t.Context(), s, resolveLimits(s.Limits), nil)
+	h, blockW, err := p.startHeld(t.Context(), s, resolveLimits(s.Limits), nil, stagedSystem{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,12 +90,16 @@ func (p *Provider) startInPrivateNS(ctx context.Context, s compute.Spec, l limit
 	if err := enterPrivateNS(unix.MS_PRIVATE); err != nil {
 		return nil, err
 	}
+	staged, err := stageSystem(s)
+	if err != nil {
+		return nil, err
+	}
 	binds, err := bindPrivately(s.Binds)
 	if err != nil {
 		return nil, err
 	}
 	s.Binds = binds
-	return p.startBlocked(ctx, s, l)
+	return p.startBlocked(ctx, s, l, staged)
 }
 
 // enterPrivateNS moves this (locked) thread into a new mount namespace whose mounts are
@@ -132,10 +136,14 @@ func (p *Provider) startHeldAs(ctx context.Context, s compute.Spec, l limits, ou
 	onOwnThread(func() {
 		var r started
 		if r.err = enterPrivateNS(unix.MS_SLAVE); r.err == nil {
-			var binds []compute.Bind
-			if binds, r.err = bindPrivately(s.Binds); r.err == nil {
-				s.Binds = binds
-				r.h, r.blockW, r.err = p.startHeld(ctx, s, l, out)
+			// Staged as a cold sandbox's are: a claimed slot's sandbox is the cold one.
+			var staged stagedSystem
+			if staged, r.err = stageSystem(s); r.err == nil {
+				var binds []compute.Bind
+				if binds, r.err = bindPrivately(s.Binds); r.err == nil {
+					s.Binds = binds
+					r.h, r.blockW, r.err = p.startHeld(ctx, s, l, out, staged)
+				}
 			}
 		}
 		res <- r

@@ -234,7 +234,9 @@ func (s *Slot) start(ctx context.Context, tmpl compute.Spec) error {
 	}
 	defer outW[0].Close()
 	defer outW[1].Close()
-	start := s.p.startHeld
+	start := func(ctx context.Context, spec compute.Spec, l limits, out []*os.File) (*handle, *os.File, error) {
+		return s.p.startHeld(ctx, spec, l, out, stagedSystem{})
+	}
 	if spec.RunAs != nil {
 		start = s.p.startHeldAs
 	}

@@ -100,7 +100,7 @@ func TestBwrapOptions(t *testing.T) {
 		Binds: []compute.Bind{{Src: "/host/ws", Dst: "/work", Writable: true}, {Src: "/host/in", Dst: "/in"}},
 	}
 	fds := newFDLayout(1)
-	opts := bwrapOptions(s, system, fds, true)
+	opts := bwrapOptions(s, system, stagedSystem{}, fds, true)
 
 	pairs := func(flag string) [][2]string {
 		var out [][2]string
@@ -142,12 +142,12 @@ func TestBwrapOptions(t *testing.T) {
 		t.Errorf("bind order or kind wrong: %q", opts)
 	}
 
-	if unblocked := bwrapOptions(s, system, fds, false); slices.Contains(unblocked, "--block-fd") || slices.Contains(unblocked, "--info-fd") {
+	if unblocked := bwrapOptions(s, system, stagedSystem{}, fds, false); slices.Contains(unblocked, "--block-fd") || slices.Contains(unblocked, "--info-fd") {
 		t.Errorf("unblocked options wait on a descriptor: %q", unblocked)
 	}
 
 	s.Network = true
-	opts = bwrapOptions(s, system, fds, true)
+	opts = bwrapOptions(s, system, stagedSystem{}, fds, true)
 	if !slices.Contains(opts, "--share-net") || !containsRun(opts, []string{"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"}) {
 		t.Errorf("Network: options lack --share-net or resolv.conf: %q", opts)
 	}

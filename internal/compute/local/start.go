@@ -47,14 +47,14 @@ func (p *Provider) startBwrap(ctx context.Context, s compute.Spec) (*handle, err
 	if s.RunAs != nil {
 		return p.startBwrapAs(ctx, s, l)
 	}
-	return p.startBlocked(ctx, s, l)
+	return p.startBlocked(ctx, s, l, stagedSystem{})
 }
 
 // startBlocked starts bwrap with --info-fd and --block-fd, applies l to the sandbox process
 // with prlimit(2) while it waits, and then releases it. With s.RunAs the caller MUST be on
 // a locked OS thread (asRealUser).
-func (p *Provider) startBlocked(ctx context.Context, s compute.Spec, l limits) (*handle, error) {
-	h, blockW, err := p.startHeld(ctx, s, l, nil)
+func (p *Provider) startBlocked(ctx context.Context, s compute.Spec, l limits, staged stagedSystem) (*handle, error) {
+	h, blockW, err := p.startHeld(ctx, s, l, nil, staged)
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +69,11 @@ func (p *Provider) startBlocked(ctx context.Context, s compute.Spec, l limits) (
 // startHeld starts bwrap as startBlocked does but leaves the sandbox held on --block-fd:
 // its command runs once the caller writes to blockW ([release]). A warm slot stays held
 // until it is claimed. extra, when set, redirects the command's output to the given files
-// (the slot's own pipes) instead of s.Stdout and s.Stderr.
-func (p *Provider) startHeld(ctx context.Context, s compute.Spec, l limits, out []*os.File) (*handle, *os.File, error) {
+// (the slot's own pipes) instead of s.Stdout and s.Stderr. staged is the /etc and /dev laid
+// out in the caller's private mount namespace, if any ([stageSystem]).
+func (p *Provider) startHeld(ctx context.Context, s compute.Spec, l limits, out []*os.File, staged stagedSystem) (*handle, *os.File, error) {
 	fds := newFDLayout(len(s.Files))
-	argsFile, err := memFile("agora-bwrap-args", encodeArgs(bwrapOptions(s, p.system, fds, true)))
+	argsFile, err := memFile("agora-bwrap-args", encodeArgs(bwrapOptions(s, p.system, staged, fds, true)))
 	if err != nil {
 		return nil, nil, err
 	}
