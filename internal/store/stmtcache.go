@@ -6,11 +6,18 @@ import (
 	"database/sql/driver"
 	"errors"
 	"reflect"
+	"strings"
 )
 
 // maxCachedStmts bounds each connection's statement cache: past it the cache is emptied and
 // fills again with what runs next, so statements whose text varies cannot hold memory.
 const maxCachedStmts = 256
+
+// maxCachedParams: a statement with more parameters than this runs ad hoc, never cached. Its
+// text is almost always built for its arguments (an IN list of ids, the audit proof's node
+// reads), so it rarely runs twice, and a compiled statement of hundreds of parameters is tens
+// of kilobytes: 256 of them would hold megabytes a connection.
+const maxCachedParams = 64
 
 // connector opens the SQLite driver's connections with a statement cache each.
 //
@@ -81,6 +88,9 @@ func (c *cachingConn) stmt(ctx context.Context, query string) *cachedStmt {
 			return nil
 		}
 		return cs
+	}
+	if strings.Count(query, "?") > maxCachedParams {
+		return nil
 	}
 	if len(c.stmts) >= maxCachedStmts {
 		c.evict()

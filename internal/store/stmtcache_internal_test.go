@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -195,6 +196,19 @@ func TestStmtCache_Bounded(t *testing.T) {
 	}
 	if cc.stmts[`SELECT id FROM t`] == nil {
 		t.Error("the statement whose rows are open was evicted")
+	}
+	// A statement of many parameters (an IN list built for its arguments) runs, uncached.
+	in := `SELECT count(*) FROM t WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?,", maxCachedParams+1), ",") + `)`
+	args := make([]any, maxCachedParams+1)
+	for i := range args {
+		args[i] = i
+	}
+	var n int
+	if err := conn.QueryRowContext(t.Context(), in, args...).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the IN list: %d, %v", n, err)
+	}
+	if cc.stmts[in] != nil {
+		t.Errorf("a statement of %d parameters is cached", maxCachedParams+1)
 	}
 	if err := open.Close(); err != nil {
 		t.Fatal(err)
