@@ -44,7 +44,8 @@ func stageProbe(mode string, args []string) int {
 		os.Stdout.Write(b)
 		return 0
 	case "pty-hold":
-		// Open a pty, print its number and /dev/pts's device, then hold it for args[0].
+		// Open a pty, print its number and /dev/pts's device, then hold it until the file
+		// args[0] exists (the test makes it once it has looked).
 		m, n, err := openPty()
 		if err != nil {
 			fmt.Println("ERR openpty:", err)
@@ -52,9 +53,12 @@ func stageProbe(mode string, args []string) int {
 		}
 		defer m.Close()
 		fmt.Printf("pty %d dev %d\nready\n", n, statDev("/dev/pts"))
-		d, _ := time.ParseDuration(args[0])
-		time.Sleep(d)
-		return 0
+		for {
+			if _, err := os.Stat(args[0]); err == nil {
+				return 0
+			}
+			time.Sleep(10 * time.Millisecond) // the sandbox has no other event from the host
+		}
 	case "pty-peek":
 		// List /dev/pts, print its device, and try to open each of args (pty paths).
 		ents, _ := os.ReadDir("/dev/pts")
@@ -591,7 +595,12 @@ func TestRedTeamStage_DevptsIsolated(t *testing.T) {
 
 	// Sandbox A holds a pty while sandbox B looks for it.
 	var aOut, aErr syncBuffer
-	sa := stageSpec(t, "rt-stage-pty-a", "pty-hold", stagedLayout, false, "3s")
+	release := t.TempDir()
+	if err := os.Chmod(release, 0o755); err != nil { // the sandbox user looks in it
+		t.Fatal(err)
+	}
+	sa := stageSpec(t, "rt-stage-pty-a", "pty-hold", stagedLayout, false, "/release/go")
+	sa.Binds = append(sa.Binds, compute.Bind{Src: release, Dst: "/release"})
 	sa.Stdout, sa.Stderr = &aOut, &aErr
 	ha, err := p.Start(t.Context(), sa)
 	if err != nil {
@@ -630,6 +639,9 @@ func TestRedTeamStage_DevptsIsolated(t *testing.T) {
 	}
 	if aDev == hostDev || aDev == 0 {
 		t.Errorf("sandbox A's devpts is the host's (%d)", aDev)
+	}
+	if err := os.WriteFile(filepath.Join(release, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if exit, err := ha.Wait(); err != nil || exit.Code != 0 {
 		t.Errorf("sandbox A: %+v %v %s", exit, err, aErr.String())
