@@ -200,15 +200,7 @@ func bindPrivately(binds []compute.Bind) ([]compute.Bind, error) {
 			return nil, fmt.Errorf("bind %s: %w", b.Src, err)
 		}
 		dst := filepath.Join(privateRoot, strconv.Itoa(i))
-		if fi.IsDir() {
-			err = os.Mkdir(dst, 0o755)
-		} else {
-			var f *os.File
-			if f, err = os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
-				err = f.Close()
-			}
-		}
-		if err != nil {
+		if err := mountPoint(dst, fi.IsDir()); err != nil {
 			return nil, fmt.Errorf("bind %s: %w", b.Src, err)
 		}
 		if err := unix.Mount(b.Src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
