@@ -156,10 +156,23 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	// A commit is never abandoned halfway (the engine stops between commits), and a
 	// cancellable ctx would cost the driver a goroutine per statement.
 	ctx = context.WithoutCancel(ctx)
+	var folded int
 	err := e.db.Tx(ctx, func(tx *sql.Tx) error {
+		folded, e.logged = 0, false
 		// The entries' canonical JSON and leaf hashes are computed on a second goroutine
 		// while the rows are written (the same bytes as appending them after the rows).
-		first, err := e.log.AppendAllAlongside(ctx, tx, e.stmts.audit, b.entries, func() error { return e.writeRows(ctx, tx, b) })
+		first, err := e.log.AppendAllAlongside(ctx, tx, e.stmts.audit, b.entries, func() error {
+			if e.unfolded >= e.foldBound {
+				// Past the bound, each commit folds the oldest records first (fold.go): a
+				// few records in every commit, not a chunk that holds up the next one.
+				n, err := e.foldIn(ctx, tx, foldStep)
+				if err != nil {
+					return err
+				}
+				folded = n
+			}
+			return e.writeRows(ctx, tx, b)
+		})
 		if err != nil {
 			return err
 		}
@@ -171,6 +184,12 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	if err != nil {
 		e.logged = false
 		return err
+	}
+	if folded > 0 {
+		e.unfolded -= folded
+		if folded < foldStep {
+			e.unfolded = 0 // the log held fewer: it is empty now
+		}
 	}
 	if e.logged {
 		e.unfolded++

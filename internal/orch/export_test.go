@@ -88,6 +88,10 @@ func DecodeLogRecord(b []byte) error {
 // before its records are deleted (nil: none).
 func SetInFold(f func()) { testOnlyInFold = f }
 
+// SetFoldBound sets how many row log records may wait before every commit folds the oldest
+// (foldBound otherwise), for the tests that fold in every commit. Call it before Run.
+func SetFoldBound(e *Engine, n int) { e.foldBound = n }
+
 // SetFoldIdle sets how long the engine waits idle before it folds the row log (foldIdle
 // otherwise), for the tests that need records left unfolded. Call it before Run.
 func SetFoldIdle(e *Engine, d time.Duration) { e.foldIdle = d }

@@ -7,27 +7,40 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch/rowlog"
 )
 
 // The fold brings the tasks and attempts tables up to date from row_log (rowlog.go) and
 // deletes the records it applied, in one transaction: a fold killed halfway leaves every
-// record in the log and the tables as they were. It runs on the engine's goroutine between
-// batches, never beside one (SQLite has one writer: a fold holding the lock would delay the
-// next commit's fsync), when the engine has been idle for foldIdle, at once (a chunk at a
-// time, events first) after a batch that sealed a run, when foldBound records wait, at Open
-// (before the runs are loaded) and when Run returns. The rows of a run that no longer exists
-// (a sealed run internal/retention purged while a crash left its records unfolded) are not
-// written back.
+// record in the log and the tables as they were. It runs on the engine's goroutine, never
+// beside a commit (SQLite has one writer): inside a commit's own transaction, foldStep
+// records at a time, while foldBound records wait; in a transaction of its own when the
+// engine has been idle for foldIdle, at once (a chunk at a time, events first) after a batch
+// that sealed a run, at Open (before the runs are loaded) and when Run returns. The rows of a
+// run that no longer exists (a sealed run internal/retention purged while a crash left its
+// records unfolded) are not written back.
+//
+// A fold reads the record after those it applies too (foldAhead): a task whose row that
+// record writes again, and an attempt it ends, is written once, as the later record leaves
+// it (dropSuperseded, preApply). A task fired in one record and ended in the next has its
+// rows written once however the records fall into folds, so folding a few records in every
+// commit costs what folding many at once does, and no commit waits for a long fold.
 const (
 	// foldIdle is how long the engine waits without an event before it folds.
 	foldIdle = 50 * time.Millisecond
-	// foldChunk is how many records one fold transaction applies at most while the engine
-	// runs: a fold of a few thousand rows, so an event waits at most one chunk.
+	// foldChunk is how many records one fold transaction of its own applies at most while
+	// the engine runs: a fold of a few thousand rows, so an event waits at most one chunk.
 	foldChunk = 64
-	// foldBound is how many records may wait: a busy engine that is never idle folds a chunk
-	// after every batch past it, so a reader's overlay (overlay.go) stays bounded.
+	// foldBound is how many records may wait: a busy engine that is never idle folds the
+	// oldest in every commit past it, so a reader's overlay (overlay.go) stays bounded.
 	foldBound = 256
+	// foldStep is how many records a commit past foldBound folds: more than the one it
+	// writes, so the log shrinks back under the bound.
+	foldStep = 2
+	// foldAhead is how many records after those a fold applies it reads ahead
+	// (dropSuperseded, preApply).
+	foldAhead = 1
 )
 
 // testOnlyInFold, when set (by a test), runs inside a fold's transaction after its rows are
@@ -51,11 +64,16 @@ type rowChanges struct {
 	insAt    map[string]int  // an attempt's place in inserted
 	ends     map[string]endImage
 	endOrder []string
-	dec      rowlog.Reader // the records' decoder, its lists and values reused
+	// What the record after the last one read holds (readLog's ahead): the tasks it writes
+	// (dropSuperseded) and its ends (preApply), never applied.
+	aheadTasks map[taskKey]struct{}
+	aheadEnds  map[string]endImage
+	dec        rowlog.Reader // the records' decoder, its lists and values reused
 }
 
 func newRowChanges() *rowChanges {
-	return &rowChanges{taskAt: map[taskKey]int{}, insAt: map[string]int{}, ends: map[string]endImage{}}
+	return &rowChanges{taskAt: map[taskKey]int{}, insAt: map[string]int{}, ends: map[string]endImage{},
+		aheadTasks: map[taskKey]struct{}{}, aheadEnds: map[string]endImage{}}
 }
 
 // reset empties c for the next fold, keeping its room.
@@ -66,6 +84,8 @@ func (c *rowChanges) reset() {
 	clear(c.tasks)
 	clear(c.inserted)
 	clear(c.endOrder)
+	clear(c.aheadTasks)
+	clear(c.aheadEnds)
 	c.tasks, c.inserted, c.endOrder = c.tasks[:0], c.inserted[:0], c.endOrder[:0]
 }
 
@@ -110,12 +130,14 @@ func (c *rowChanges) add(rec *rowlog.Record) error {
 }
 
 // readLog reads up to limit records (0: all) from row_log in q, oldest first, into changes;
-// it returns the last record's seq (0 for none) and how many it read. A record that does not
-// decode is an error naming it: a damaged orch.db is never skipped.
-func readLog(ctx context.Context, q querier, limit int, c *rowChanges) (last int64, n int, err error) {
+// it returns the last record's seq (0 for none) and how many it read. With a limit, it also
+// reads which tasks the ahead records after them write and the attempts they end
+// (c.aheadTasks, c.aheadEnds), and applies nothing of them.
+// A record that does not decode is an error naming it: a damaged orch.db is never skipped.
+func readLog(ctx context.Context, q querier, limit, ahead int, c *rowChanges) (last int64, n int, err error) {
 	query := `SELECT seq, record FROM row_log ORDER BY seq`
 	if limit > 0 {
-		query += fmt.Sprintf(" LIMIT %d", limit)
+		query += fmt.Sprintf(" LIMIT %d", limit+ahead)
 	}
 	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
@@ -125,17 +147,29 @@ func readLog(ctx context.Context, q querier, limit int, c *rowChanges) (last int
 	for rows.Next() {
 		// The record is decoded before the next Scan: sql.RawBytes lends the driver's copy
 		// of it instead of making one more.
+		var seq int64
 		var b sql.RawBytes
-		if err := rows.Scan(&last, &b); err != nil {
+		if err := rows.Scan(&seq, &b); err != nil {
 			return 0, 0, fmt.Errorf("read orch.db's row log: %w", err)
 		}
 		rec, err := c.dec.Decode(b)
+		if err == nil && limit > 0 && n == limit {
+			for i := range rec.Tasks {
+				c.aheadTasks[taskKey{rec.Tasks[i].RunID, rec.Tasks[i].Idx}] = struct{}{}
+			}
+			for i := range rec.Ends {
+				x := endFromWire(&rec.Ends[i])
+				c.aheadEnds[x.id] = x
+			}
+			continue
+		}
 		if err == nil {
 			err = c.add(rec)
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("orch.db row log record %d: %w", last, err)
+			return 0, 0, fmt.Errorf("orch.db row log record %d: %w", seq, err)
 		}
+		last = seq
 		n++
 	}
 	if err := rows.Err(); err != nil {
@@ -159,13 +193,15 @@ func (e *Engine) foldIn(ctx context.Context, tx *sql.Tx, limit int) (int, error)
 	}
 	c.reset()
 	defer c.reset() // the images are garbage once written: hold none between folds
-	last, n, err := readLog(ctx, tx, limit, c)
+	last, n, err := readLog(ctx, tx, limit, foldAhead, c)
 	if err != nil || n == 0 {
 		return 0, err
 	}
 	if err := c.dropMissingRuns(ctx, tx); err != nil {
 		return 0, err
 	}
+	c.dropSuperseded()
+	c.preApply(e.preApplied)
 	// The rows whose optional columns hold their defaults through the plain statements
 	// (multirow.go), the others whole.
 	at, k := splitPlain(e.split, len(c.tasks), func(i int) bool { return c.tasks[i].plain() })
@@ -248,12 +284,9 @@ func (e *Engine) foldWhileIdle(ctx context.Context) error {
 	return nil
 }
 
-// afterFlush arms the idle fold after a batch, or folds a chunk now when foldBound records
-// wait.
+// afterFlush arms the fold after a batch: at once when it sealed a run, after foldIdle
+// otherwise (past foldBound the next commit folds too).
 func (e *Engine) afterFlush(ctx context.Context) error {
-	if e.unfolded >= foldBound {
-		return e.fold(ctx, foldChunk)
-	}
 	switch {
 	case e.unfolded > 0 && e.sealed:
 		// A sealed run's rows go to the tables soon: nothing writes it again, and what other
@@ -263,6 +296,64 @@ func (e *Engine) afterFlush(ctx context.Context) error {
 		e.foldTimer.Reset(e.foldIdle)
 	}
 	return nil
+}
+
+// dropSuperseded removes the task images the record after these (aheadTasks) writes again:
+// that record holds the task's whole row as it stands later, and the row takes that image
+// when the record is folded. Until then every reader applies it over the table's (overlay.go;
+// reader.go counts what a row changes from the table's state), so the row may hold an older
+// image meanwhile, and a fold of it after a crash writes it then.
+func (c *rowChanges) dropSuperseded() {
+	if len(c.aheadTasks) == 0 {
+		return
+	}
+	kept := c.tasks[:0]
+	for _, t := range c.tasks {
+		if _, later := c.aheadTasks[taskKey{t.runID, t.idx}]; !later {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) == len(c.tasks) {
+		return
+	}
+	clear(c.tasks[len(kept):])
+	c.tasks = kept
+	clear(c.taskAt)
+	for i := range c.tasks {
+		c.taskAt[taskKey{c.tasks[i].runID, c.tasks[i].idx}] = i
+	}
+}
+
+// preApply writes into each attempt these records fire and leave live its end from the
+// record after them (aheadEnds), noting it in applied, and drops the ends of attempts noted
+// there by an earlier fold: an attempt fired in one record and ended in the next has its row
+// written once, ended, not inserted live and then updated, however the records fall into
+// folds. The end's own record keeps the end until it is folded; every reader applies it over
+// the table's row, which then holds the same values (overlay.go), and a fold of it after a
+// crash (at Open, with nothing noted) writes them again, which changes nothing.
+func (c *rowChanges) preApply(applied map[string]struct{}) {
+	if len(applied) > 0 {
+		kept := c.endOrder[:0]
+		for _, id := range c.endOrder {
+			if _, ok := applied[id]; ok {
+				delete(applied, id)
+				delete(c.ends, id)
+				continue
+			}
+			kept = append(kept, id)
+		}
+		clear(c.endOrder[len(kept):])
+		c.endOrder = kept
+	}
+	for i := range c.inserted {
+		a := &c.inserted[i]
+		x, ok := c.aheadEnds[a.dispatchID]
+		if !ok || a.state != lifecycle.AttemptLive {
+			continue
+		}
+		a.state, a.reason, a.endedAt, a.usage, a.verdict = x.state, x.reason, x.endedAt, x.usage, x.verdict
+		applied[a.dispatchID] = struct{}{}
+	}
 }
 
 // dropMissingRuns removes the changes of runs q has no row of: a purged run's attempts are

@@ -68,7 +68,7 @@ func (ov *overlay) attemptsOf(id string) []attemptImage {
 // before them is read from its table row, then ended.
 func readOverlay(ctx context.Context, q querier) (*overlay, error) {
 	c := newRowChanges()
-	if _, n, err := readLog(ctx, q, 0, c); err != nil || n == 0 {
+	if _, n, err := readLog(ctx, q, 0, 0, c); err != nil || n == 0 {
 		return nil, err
 	}
 	ov := &overlay{tasks: make(map[taskKey]taskImage, len(c.tasks)), attempts: make(map[string]attemptImage, len(c.inserted)+len(c.ends)),

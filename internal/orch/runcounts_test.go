@@ -28,16 +28,33 @@ import (
 // wait for answers with the row log's records unfolded (the engine folds only when it
 // stops: each run has a task that always asks, so none is sealed, which would fold at once),
 // then against a GROUP BY of the tables once the engine has stopped and folded them, and
-// after the engine and the database are opened again.
+// after the engine and the database are opened again. It runs twice: with the records left
+// for the engine's stop, and with every commit past the fourth record folding the oldest
+// (fold.go), which leaves task rows older than the records and attempts ended ahead of
+// theirs.
 func TestReader_CountsMatchRecount(t *testing.T) {
+	t.Run("folded at stop", func(t *testing.T) { countsMatchRecount(t, 0) })
+	t.Run("folded in every commit", func(t *testing.T) { countsMatchRecount(t, 4) })
+}
+
+func countsMatchRecount(t *testing.T, foldBound int) {
+	path := filepath.Join(t.TempDir(), "orch.db")
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(47, 1))
+	used := map[string]budget.Usage{} // by run: what the executor said its attempts used
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
 		mu.Lock()
 		defer mu.Unlock()
 		u := &budget.Usage{InputTokens: rng.Int64N(5000), OutputTokens: rng.Int64N(900), CachedTokens: rng.Int64N(50),
 			ModelCalls: 1 + rng.Int64N(4), CostUSD: float64(rng.IntN(10_000)) / 10_000}
-		switch r := rng.IntN(10); {
+		r := rng.IntN(10)
+		if a.TaskID != "ask" && r != 9 {
+			s := used[a.RunID]
+			s.InputTokens, s.OutputTokens, s.CachedTokens = s.InputTokens+u.InputTokens, s.OutputTokens+u.OutputTokens, s.CachedTokens+u.CachedTokens
+			s.ModelCalls, s.CostUSD = s.ModelCalls+u.ModelCalls, s.CostUSD+u.CostUSD
+			used[a.RunID] = s
+		}
+		switch {
 		case a.TaskID == "ask" || r == 9:
 			return orch.Outcome{State: lifecycle.TaskNeedsInput, Question: "which?"}
 		case r < 6:
@@ -46,13 +63,37 @@ func TestReader_CountsMatchRecount(t *testing.T) {
 			return orch.Outcome{State: lifecycle.TaskFailed, Reason: "exit", Detail: "exit 1", Usage: u}
 		}
 	})
-	path := filepath.Join(t.TempDir(), "orch.db")
+	// checkUsed compares each run's usage as the Reader sums it with the executor's own sum.
+	checkUsed := func(when string, ids []string) {
+		t.Helper()
+		ro, err := store.OpenReadOnly(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ro.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			got, err := orch.NewReader(ro.SQL()).Usage(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := used[id]
+			want.CostUSD = math.Round(want.CostUSD*1e9) / 1e9
+			if got == nil || *got != want {
+				t.Errorf("%s: run %s: the Reader sums %+v, the executor's attempts used %+v", when, id, got, want)
+			}
+		}
+	}
 	db := openDB(t, path)
 	eng, err := orch.Open(context.Background(), db, audit.New(nil), exec, orch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	orch.SetFoldIdle(eng, time.Hour)
+	if foldBound > 0 {
+		orch.SetFoldBound(eng, foldBound)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{tb: t, path: path, db: db, eng: eng, cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- eng.Run(ctx) }()
@@ -84,12 +125,14 @@ func TestReader_CountsMatchRecount(t *testing.T) {
 		t.Fatalf("%d row log records unfolded (%v): the overlay would not be read", unfolded, err)
 	}
 	checkReader(t, fmt.Sprintf("with %d records unfolded", unfolded), h, ids)
+	checkUsed(fmt.Sprintf("with %d records unfolded", unfolded), ids)
 	h.stop() // folds every record
 	db = openDB(t, path)
 	for _, id := range ids {
 		checkTables(t, db.SQL(), id)
 	}
 	db.Close()
+	checkUsed("folded", ids)
 	h = start(t, path, exec)
 	checkReader(t, "opened again", h, ids)
 }
