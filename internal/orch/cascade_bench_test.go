@@ -1,0 +1,51 @@
+package orch_test
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"testing"
+
+	"github.com/agora-dev/agora/internal/lifecycle"
+	"github.com/agora-dev/agora/internal/orch"
+)
+
+// BenchmarkCascade100k runs BenchmarkScale's 100,000-task layered DAG one task at a time
+// (concurrency 1, as bench/serverss submits it) and fails its first task: the engine skips
+// every task that depends on it, 99,712 of them, in one batch, whose audit entries, events
+// and row images the commit holds at once. It reports the largest live heap and the
+// process's peak RSS, with serve's memory settings.
+//
+//	go test -run '^$' -bench Cascade100k -benchtime 1x ./internal/orch
+func BenchmarkCascade100k(b *testing.B) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(orch.MemoryLimit))
+	held := func(n int) { debug.SetMemoryLimit(orch.MemoryLimitFor(n)) }
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		runtime.GC()
+		debug.FreeOSMemory()
+		os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+		exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
+			if a.TaskID == "l0-0" {
+				return orch.Outcome{State: lifecycle.TaskFailed, Reason: "exit", Detail: "exit 1"}
+			}
+			return orch.Outcome{State: lifecycle.TaskSucceeded}
+		})
+		p := mkPlan(b, "cascade", 1, layered(100, 1000, 200)...)
+		h := startWith(b, filepath.Join(b.TempDir(), "orch.db"), exec, orch.Options{Held: held})
+		runtime.GC()
+		heap := watchHeap()
+		b.StartTimer()
+		id := h.runToEnd(p)
+		b.StopTimer()
+		liveMax, _, gcs := heap()
+		if r := h.wait(id); r.State != lifecycle.RunFailed {
+			b.Fatalf("run %s", r.State)
+		}
+		b.ReportMetric(float64(liveMax)/1e6, "MB-live-heap-max")
+		b.ReportMetric(float64(gcs), "gcs")
+		b.ReportMetric(rssMB("VmHWM:"), "MB-peak-rss")
+		h.stop()
+	}
+}
