@@ -84,9 +84,7 @@ func (e *Engine) cancel(r *run, t *task, actor string) error {
 		}
 		r.cancelRequested = true
 		e.record(r, nil, entry.RunCancelRequested, map[string]any{entry.KeyBy: actor})
-		for _, x := range r.tasks {
-			e.cancelTask(x)
-		}
+		e.cancelTasks(cancelling{r: r}) // cascadeBatch a batch (cascade.go)
 		return nil
 	}
 	if lifecycle.TaskEnded(t.state) {

@@ -28,6 +28,7 @@ type batch struct {
 	pooled   []map[string]any // the details maps newDetails made for this batch's entries
 	exts     []extInsert      // extensions of runs that exist: their rows and their tasks' rows
 	upd      []*task          // writeRows's: the tasks whose rows it updates
+	swept    int              // tasks a cascade skipped or a run's cancel cancelled in the batch (cascade.go)
 }
 
 type attemptRow struct {

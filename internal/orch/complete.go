@@ -3,7 +3,6 @@ package orch
 import (
 	"encoding/json"
 	"math"
-	"slices"
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -119,32 +118,13 @@ func (e *Engine) failOverBudget(t *task, spent string) {
 	e.settle(t.run)
 }
 
-// skipDependents marks every transitive dependent of t that has not run `skipped`, naming t
-// and the state it ended in (failed or cancelled).
-func (e *Engine) skipDependents(t *task, ancestorState string) {
-	stack := slices.Clone(t.dependents)
-	for len(stack) > 0 {
-		d := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if d.state != lifecycle.TaskPending && d.state != lifecycle.TaskReady {
-			continue
-		}
-		unqueue(d)
-		e.stopTimer(d)
-		d.setReason(lifecycle.AncestorReason(ancestorState), "task "+t.spec.ID+" "+ancestorState)
-		e.set(d, lifecycle.TaskSkipped)
-		e.record(d.run, d, entry.TaskSkipped, map[string]any{entry.KeyAncestor: t.spec.ID, entry.KeyWhy: ancestorState})
-		stack = append(stack, d.dependents...)
-	}
-}
-
 // settle derives the run's state from its task counts and records a change; a run that
 // succeeded or was cancelled is sealed at once (nothing can change it any more).
 func (e *Engine) settle(r *run) {
 	c := r.counts
 	var s string
 	switch {
-	case c[lifecycle.TaskRunning] > 0 || c[lifecycle.TaskReady] > 0 || r.backoff > 0:
+	case c[lifecycle.TaskRunning] > 0 || c[lifecycle.TaskReady] > 0 || r.backoff > 0 || r.cascading > 0:
 		s = lifecycle.RunRunning
 	case c[lifecycle.TaskNeedsInput] > 0 && !r.cancelRequested:
 		s = lifecycle.RunNeedsInput

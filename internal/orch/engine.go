@@ -95,8 +95,10 @@ type Engine struct {
 
 	// Scheduling work of the current batch.
 	candidates []*task
-	reattach   []*task // running at load: re-attached when Run starts
-	readied    []*task // became ready in this batch
+	cascades   []cascade    // skip cascades waiting for the next batch (cascade.go)
+	cancelling []cancelling // run cancels waiting for the next batch (cascade.go)
+	reattach   []*task      // running at load: re-attached when Run starts
+	readied    []*task      // became ready in this batch
 	wokenLocks map[*lockState]bool
 	wokenRuns  map[*run]bool
 
@@ -269,21 +271,32 @@ func (e *Engine) loop(ctx context.Context) error {
 			timer.Reset(d)
 			timerC = timer.C
 		}
-		select {
-		case <-ctx.Done():
-			e.failPending(ErrStopped)
-			// What other packages read of the tables is up to date once Run returns.
-			return e.fold(ctx, 0)
-		case <-foldC:
-			if err := e.foldWhileIdle(ctx); err != nil {
-				return err
+		if e.sweeping() {
+			// A cascade or a run's cancel goes on first, with whatever events came meanwhile after it; a stop
+			// leaves the rest to the next Open (load's resumeCascades).
+			if ctx.Err() != nil {
+				e.failPending(ErrStopped)
+				return e.fold(ctx, 0)
 			}
-			continue
-		case ev := <-e.in:
 			e.markBegan()
-			e.apply(ev)
-		case <-timerC:
-			e.markBegan()
+			e.continueCascades()
+		} else {
+			select {
+			case <-ctx.Done():
+				e.failPending(ErrStopped)
+				// What other packages read of the tables is up to date once Run returns.
+				return e.fold(ctx, 0)
+			case <-foldC:
+				if err := e.foldWhileIdle(ctx); err != nil {
+					return err
+				}
+				continue
+			case ev := <-e.in:
+				e.markBegan()
+				e.apply(ev)
+			case <-timerC:
+				e.markBegan()
+			}
 		}
 	drain:
 		for i := 0; i < e.drain; i++ {

@@ -88,6 +88,9 @@ func DecodeLogRecord(b []byte) error {
 // before its records are deleted (nil: none).
 func SetInFold(f func()) { testOnlyInFold = f }
 
+// CascadeBatch is how many tasks one batch skips at most (cascade.go).
+const CascadeBatch = cascadeBatch
+
 // SetFoldBound sets how many row log records may wait before every commit folds the oldest
 // (foldBound otherwise), for the tests that fold in every commit. Call it before Run.
 func SetFoldBound(e *Engine, n int) { e.foldBound = n }

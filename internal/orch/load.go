@@ -73,6 +73,7 @@ func (e *Engine) load(ctx context.Context) error {
 			audit.UnderSubjectArgs(subject)...).Scan(&r.entries); err != nil {
 			return fmt.Errorf("load run %s: count its audit entries: %w", r.id, err)
 		}
+		e.resumeCascades(r)
 		e.runs[r.id] = r
 		if old, ok := e.byName[r.name]; !ok || !old.createdAt.After(r.createdAt) {
 			e.byName[r.name] = r // the newest of the name

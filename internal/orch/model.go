@@ -33,6 +33,7 @@ type run struct {
 	running         int
 	waiting         queue         // ready tasks waiting for a run slot
 	backoff         int           // pending tasks waiting out a retry backoff
+	cascading       int           // its cascades and cancel waiting for the next batch (cascade.go)
 	entries         int           // audit entries recorded about the run (the seal states the count)
 	inserted        bool          // the run row does not exist yet
 	budget          budget.Budget // the plan's run budget; zero: none
