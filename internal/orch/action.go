@@ -153,6 +153,15 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 	if why := notRetryable(t); why != "" {
 		return fmt.Errorf("%w: task %s %s", ErrConflict, t.spec.ID, why)
 	}
+	// A task that would wait for a dependency that never succeeds is refused: it could never
+	// fire, and no pending task waits on a dead one (load reads that as a cut cascade,
+	// cascade.go).
+	for _, d := range t.deps {
+		if root := deadCause(d, map[*task]*task{}); root != nil {
+			return fmt.Errorf("%w: task %s depends on %s, which %s (task %s %s); retry %s first", ErrConflict, t.spec.ID, d.spec.ID, d.state,
+				root.spec.ID, root.state, root.spec.ID)
+		}
+	}
 	t.failures, t.cancel = 0, false
 	t.setReason("", "")
 	e.record(r, t, entry.TaskRetried, map[string]any{entry.KeyBy: actor})

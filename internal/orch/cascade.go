@@ -109,6 +109,8 @@ func (e *Engine) continueCascades() {
 		r.cascading--
 		if c.root.state == c.state {
 			e.skip(c)
+		} else {
+			e.reroot(c)
 		}
 		if r.cascading == 0 {
 			e.settle(r)
@@ -116,15 +118,22 @@ func (e *Engine) continueCascades() {
 	}
 }
 
+// reroot goes on with what a dropped cascade had still to look at: a task there that a
+// dead dependency still holds (a second failure may keep one the retry left skipped) is
+// skipped as load would skip it; the others wait for the retried root.
+func (e *Engine) reroot(c cascade) {
+	eachHeld(c.stack, func(t, root *task) { e.skip(cascade{root: root, state: root.state, stack: []*task{t}}) })
+}
+
 // resumeCascades queues what a crash cut short in r (see cascadeBatch): the cancel of a run
-// whose cancel was asked and which has a task not ended, or else the cascade of each pending
-// or ready task with a dependency that failed, was cancelled or was skipped, naming the
-// failed or cancelled task its dead dependency leads back to.
+// whose cancel was asked and which has a task not ended and not told, or else the cascade of
+// each pending or ready task a dead dependency holds.
 func (e *Engine) resumeCascades(r *run) {
 	if r.cancelRequested {
 		for _, t := range r.tasks {
-			switch t.state {
-			case lifecycle.TaskPending, lifecycle.TaskReady, lifecycle.TaskNeedsInput:
+			switch {
+			case t.state == lifecycle.TaskPending, t.state == lifecycle.TaskReady, t.state == lifecycle.TaskNeedsInput,
+				t.state == lifecycle.TaskRunning && !t.cancel: // its dispatch not yet told
 				r.cascading++
 				e.cancelling = append(e.cancelling, cancelling{r: r})
 				return
@@ -132,15 +141,23 @@ func (e *Engine) resumeCascades(r *run) {
 		}
 		return
 	}
+	eachHeld(r.tasks, func(t, root *task) {
+		r.cascading++
+		e.cascades = append(e.cascades, cascade{root: root, state: root.state, stack: []*task{t}})
+	})
+}
+
+// eachHeld calls fn with each pending or ready task of ts that has a dependency that failed,
+// was cancelled or was skipped, and the failed or cancelled task that dependency leads back to.
+func eachHeld(ts []*task, fn func(t, root *task)) {
 	cause := map[*task]*task{}
-	for _, t := range r.tasks {
+	for _, t := range ts {
 		if t.state != lifecycle.TaskPending && t.state != lifecycle.TaskReady {
 			continue
 		}
 		for _, d := range t.deps {
 			if root := deadCause(d, cause); root != nil {
-				r.cascading++
-				e.cascades = append(e.cascades, cascade{root: root, state: root.state, stack: []*task{t}})
+				fn(t, root)
 				break
 			}
 		}

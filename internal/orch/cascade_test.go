@@ -3,9 +3,11 @@ package orch_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -182,11 +184,12 @@ func TestCascade_RetryWhileItGoesOn(t *testing.T) {
 	h := startWith(t, "", exec, orch.Options{Observer: obs})
 	retried, ids := make(chan error, 1), make(chan string, 1)
 	obs.onSkips = func() {
-		// On the engine's goroutine: the retry is queued, and applied after the cascade's next
-		// batch at the earliest.
+		// On the engine's goroutine: the retry is queued before the engine goes on, and
+		// applied after the cascade's next batch.
 		go func() {
 			retried <- h.eng.Retry(context.Background(), api.ActionRequest{Run: <-ids, Task: "root", Actor: "me"})
 		}()
+		waitQueued(t, h.eng, 1)
 	}
 	id := h.submit(mkPlan(t, "cascade-retried", 50, cascadeSpecs(wide)...))
 	ids <- id
@@ -306,4 +309,17 @@ func TestCascade_StopInARunCancelGoesOnAtOpen(t *testing.T) {
 		t.Fatalf("run %s with %v after the engine opened again, want cancelled with every task", r.State, r.Counts)
 	}
 	checkCancelledOnce(t, h, id, 2*wide+1)
+}
+
+// waitQueued waits, on the engine's goroutine (an Observer's callback), until n events are
+// queued for the engine: a command sent from the callback is then applied by the engine's
+// next batch, after the cascade's next part, rather than whenever its goroutine runs.
+func waitQueued(tb testing.TB, e *orch.Engine, n int) {
+	tb.Helper()
+	for deadline := time.Now().Add(10 * time.Second); orch.Queued(e) < n; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			tb.Errorf("%d events queued after 10 s, want %d", orch.Queued(e), n)
+			return
+		}
+	}
 }

@@ -88,6 +88,10 @@ func DecodeLogRecord(b []byte) error {
 // before its records are deleted (nil: none).
 func SetInFold(f func()) { testOnlyInFold = f }
 
+// Queued is how many events wait in the engine's queue: a test that must have its command
+// queued before the engine goes on waits for it from an Observer's callback.
+func Queued(e *Engine) int { return len(e.in) }
+
 // CascadeBatch is how many tasks one batch skips at most (cascade.go).
 const CascadeBatch = cascadeBatch
 
