@@ -19,8 +19,9 @@ import (
 // cascade skipped or ended before it, which never succeeds now, so none can be scheduled in
 // between; the tasks of a run whose cancel goes on are never fired (tryStart). A crash between
 // the batches leaves such tasks pending in orch.db; load finds them (a pending task with a
-// dependency that failed, was cancelled or was skipped, which no finished cascade leaves; a
-// task not ended in a run whose cancel was asked) and goes on (resumeCascades).
+// dependency that failed, was cancelled or was skipped, which no finished cascade leaves and
+// no retry makes; a task not ended, or running with its dispatch not told, in a run whose
+// cancel was asked) and goes on (resumeCascades).
 const cascadeBatch = 2048
 
 // cascade is a skip cascade to go on with: root ended in state, and stack holds the tasks to
@@ -91,9 +92,10 @@ func (e *Engine) cancelTasks(c cancelling) {
 func (e *Engine) sweeping() bool { return len(e.cascades) > 0 || len(e.cancelling) > 0 }
 
 // continueCascades goes on with the cascades and cancels earlier batches left, in this
-// batch, and settles each run whose waiting work it finished. A cascade whose root no longer stands as it
-// ended (`orch retry` took it back) is dropped: the tasks it had still to skip wait for the
-// root again, as they did before it ended.
+// batch, and settles each run whose waiting work it finished. A cascade whose root no longer
+// stands as it ended (`orch retry` took it back) is dropped: the tasks it had still to skip
+// wait for the root again, as they did before it ended, unless another dead dependency holds
+// them (reroot).
 func (e *Engine) continueCascades() {
 	cascades, cancels := e.cascades, e.cancelling
 	e.cascades, e.cancelling = nil, nil
