@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
@@ -142,11 +143,7 @@ func TestCascade_StopBetweenBatchesGoesOnAtOpen(t *testing.T) {
 	h := startWith(t, "", newFakeExec(failRoot), orch.Options{Observer: obs})
 	obs.onSkips = h.cancel // called on the engine's goroutine, after the batch's commit
 	id := h.submit(mkPlan(t, "cascade-stopped", 1, cascadeSpecs(wide)...))
-	if err := <-h.done; err != nil {
-		t.Fatal(err)
-	}
-	h.cancel = nil
-	h.db.Close()
+	h.stopped()
 	db := openDB(t, h.path)
 	var skipped, pending int
 	db.SQL().QueryRow(`SELECT COUNT(*) FROM tasks WHERE run_id = ? AND state = ?`, id, lifecycle.TaskSkipped).Scan(&skipped)
@@ -284,11 +281,7 @@ func TestCascade_StopInARunCancelGoesOnAtOpen(t *testing.T) {
 	if err := h.eng.Cancel(context.Background(), api.ActionRequest{Run: id, Actor: "me"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-h.done; err != nil {
-		t.Fatal(err)
-	}
-	h.cancel = nil
-	h.db.Close()
+	h.stopped()
 	db := openDB(t, h.path)
 	var pending int
 	db.SQL().QueryRow(`SELECT COUNT(*) FROM tasks WHERE run_id = ? AND state = ?`, id, lifecycle.TaskPending).Scan(&pending)
@@ -322,4 +315,34 @@ func waitQueued(tb testing.TB, e *orch.Engine, n int) {
 			return
 		}
 	}
+}
+
+// stopped waits for h's engine to return from Run, which the test stopped on its own (an
+// Observer cancelling it as a crash would), and closes its database: h.path is then free for
+// the engine opened next.
+func (h *harness) stopped() {
+	h.tb.Helper()
+	if err := <-h.done; err != nil {
+		h.tb.Fatal(err)
+	}
+	h.cancel = nil
+	h.db.Close()
+}
+
+// startFolding starts an engine on path, with exec and obs (nil: none), that folds the two
+// oldest row log records in every commit past the fourth and never when idle.
+func startFolding(t *testing.T, path string, exec orch.Executor, obs orch.Observer) *harness {
+	t.Helper()
+	db := openDB(t, path)
+	eng, err := orch.Open(context.Background(), db, audit.New(nil), exec, orch.Options{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orch.SetFoldBound(eng, 4)
+	orch.SetFoldIdle(eng, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{tb: t, path: path, db: db, eng: eng, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- eng.Run(ctx) }()
+	t.Cleanup(h.stop)
+	return h
 }

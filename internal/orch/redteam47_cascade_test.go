@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
-	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -395,11 +394,7 @@ func TestRedTeam47_StopBetweenRunCancelBatchesStillCancelsRunningTasks(t *testin
 	if err := h.eng.Cancel(context.Background(), api.ActionRequest{Run: id, Actor: "me"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-h.done; err != nil {
-		t.Fatal(err)
-	}
-	h.cancel = nil
-	h.db.Close()
+	h.stopped()
 	db := openDB(t, h.path)
 	var pending, cancelFlags int
 	db.SQL().QueryRow(`SELECT COUNT(*) FROM tasks WHERE run_id = ? AND state IN ('pending', 'ready', 'needs_input')`, id).Scan(&pending)
@@ -677,11 +672,7 @@ func TestRedTeam47_RetryFailAgainStopMidSecondCascade(t *testing.T) {
 	phase = 2
 	mu.Unlock()
 	exec.finish(t, id, "root", rtFail)
-	if err := <-h.done; err != nil {
-		t.Fatal(err)
-	}
-	h.cancel = nil
-	h.db.Close()
+	h.stopped()
 	db := openDB(t, h.path)
 	var pending int
 	db.SQL().QueryRow(`SELECT COUNT(*) FROM tasks WHERE run_id = ? AND state = 'pending'`, id).Scan(&pending)
@@ -731,11 +722,7 @@ func TestRedTeam47_TwoRootsTwoRunsStopMidCascade(t *testing.T) {
 			exec.finish(t, id, root, rtFail)
 		}
 	}
-	if err := <-h.done; err != nil {
-		t.Fatal(err)
-	}
-	h.cancel = nil
-	h.db.Close()
+	h.stopped()
 	db := openDB(t, h.path)
 	var pending int
 	db.SQL().QueryRow(`SELECT COUNT(*) FROM tasks WHERE state = 'pending'`).Scan(&pending)
@@ -911,18 +898,7 @@ func checkAttemptRows(t *testing.T, db *sql.DB, id string) budget.Usage {
 // stopped and folded, and after it opened again.
 func TestRedTeam47_FoldEveryCommitReadersAgree(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "orch.db")
-	db := openDB(t, path)
-	exec := newRTExec(foldDecide)
-	eng, err := orch.Open(context.Background(), db, audit.New(nil), exec, orch.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orch.SetFoldBound(eng, 4)
-	orch.SetFoldIdle(eng, time.Hour)
-	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{tb: t, path: path, db: db, eng: eng, cancel: cancel, done: make(chan error, 1)}
-	go func() { h.done <- eng.Run(ctx) }()
-	t.Cleanup(h.stop)
+	h := startFolding(t, path, newRTExec(foldDecide), nil)
 	specs := foldPlan(t, "rt47-fold", 300)
 	id := h.submit(mkPlan(t, "rt47-fold", 3, specs...))
 
@@ -1012,15 +988,7 @@ func TestRedTeam47_FoldEveryCommitReadersAgree(t *testing.T) {
 		t.Errorf("none of %d reads found a record unfolded: the overlay was never read", reads)
 	}
 	t.Logf("%d reads, %d with records unfolded", reads, unfolded)
-	h.stop()
-	db = openDB(t, path)
-	want := checkAttemptRows(t, db.SQL(), id)
-	checkTables(t, db.SQL(), id)
-	db.Close()
-	want.CostUSD = math.Round(want.CostUSD*1e9) / 1e9
-	if u != nil && *u != want {
-		t.Errorf("the Reader summed %+v while the engine ran; the folded attempts hold %+v", *u, want)
-	}
+	checkFolded(t, h, id, u)
 }
 
 // TestRedTeam47_FoldStopAnywhereUsageOnce stops the engine after its k-th commit (folds in
@@ -1032,20 +1000,7 @@ func TestRedTeam47_FoldStopAnywhereUsageOnce(t *testing.T) {
 	for _, k := range []int{6, 11, 17} {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "orch.db")
-			open := func(obs orch.Observer) *harness {
-				db := openDB(t, path)
-				eng, err := orch.Open(context.Background(), db, audit.New(nil), newRTExec(foldDecide), orch.Options{Observer: obs})
-				if err != nil {
-					t.Fatal(err)
-				}
-				orch.SetFoldBound(eng, 4)
-				orch.SetFoldIdle(eng, time.Hour)
-				ctx, cancel := context.WithCancel(context.Background())
-				h := &harness{tb: t, path: path, db: db, eng: eng, cancel: cancel, done: make(chan error, 1)}
-				go func() { h.done <- eng.Run(ctx) }()
-				t.Cleanup(h.stop)
-				return h
-			}
+			open := func(obs orch.Observer) *harness { return startFolding(t, path, newRTExec(foldDecide), obs) }
 			obs := &rtObserver{}
 			h := open(obs)
 			commits, early := 0, false
@@ -1057,14 +1012,10 @@ func TestRedTeam47_FoldStopAnywhereUsageOnce(t *testing.T) {
 				}
 			})
 			id := h.submit(mkPlan(t, "rt47-fold-stop", 2, foldPlan(t, "rt47-fold-stop", 120)...))
-			if err := <-h.done; err != nil {
-				t.Fatal(err)
-			}
+			h.stopped()
 			if early {
 				t.Fatalf("the run ended in fewer than %d commits", k)
 			}
-			h.cancel = nil
-			h.db.Close()
 			h = open(nil)
 			st := waitEnded(t, h, id, 20*time.Second)
 			rd := orch.NewReader(h.db.SQL())
@@ -1072,15 +1023,7 @@ func TestRedTeam47_FoldStopAnywhereUsageOnce(t *testing.T) {
 			if err != nil || u == nil || st.Usage == nil || *u != *st.Usage {
 				t.Errorf("the Reader sums %+v (%v), Status %+v", u, err, st.Usage)
 			}
-			h.stop()
-			db := openDB(t, path)
-			want := checkAttemptRows(t, db.SQL(), id)
-			checkTables(t, db.SQL(), id)
-			db.Close()
-			want.CostUSD = math.Round(want.CostUSD*1e9) / 1e9
-			if u != nil && *u != want {
-				t.Errorf("the Reader summed %+v; the folded attempts hold %+v", *u, want)
-			}
+			checkFolded(t, h, id, u)
 		})
 	}
 }
@@ -1176,5 +1119,21 @@ func checkRetriedCascade(t *testing.T, h *harness, id string, r api.Run, skipped
 	}
 	if k := runEntries(t, h, id, entry.RunEnded); k != 1 {
 		t.Errorf("%d orch.run.ended entries, want 1", k)
+	}
+}
+
+// checkFolded stops h's engine (which folds every record) and checks run id's folded rows:
+// each attempt's usage once (checkAttemptRows), run_counts and run_usage against a recount,
+// and read, the usage the Reader summed while the engine ran (nil: none read).
+func checkFolded(t *testing.T, h *harness, id string, read *budget.Usage) {
+	t.Helper()
+	h.stop()
+	db := openDB(t, h.path)
+	want := checkAttemptRows(t, db.SQL(), id)
+	checkTables(t, db.SQL(), id)
+	db.Close()
+	want.CostUSD = math.Round(want.CostUSD*1e9) / 1e9
+	if read != nil && *read != want {
+		t.Errorf("the Reader summed %+v; the folded attempts hold %+v", *read, want)
 	}
 }
