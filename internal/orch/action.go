@@ -165,46 +165,6 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 	t.failures, t.cancel = 0, false
 	t.setReason("", "")
 	e.record(r, t, entry.TaskRetried, map[string]any{entry.KeyBy: actor})
-	// Dependents skipped because of t become pending again, unless another ancestor of
-	// theirs still failed: find them all, then drop those with a dependency that will not
-	// run, until nothing changes.
-	set := map[*task]bool{}
-	stack := append([]*task(nil), t.dependents...)
-	for len(stack) > 0 {
-		d := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if d.state != lifecycle.TaskSkipped || set[d] {
-			continue
-		}
-		set[d] = true
-		stack = append(stack, d.dependents...)
-	}
-	for changed := true; changed; {
-		changed = false
-		for d := range set {
-			for _, x := range d.deps {
-				if x != t && !set[x] && (x.state == lifecycle.TaskFailed || x.state == lifecycle.TaskCancelled || x.state == lifecycle.TaskSkipped) {
-					delete(set, d)
-					changed = true
-					break
-				}
-			}
-		}
-	}
-	for _, d := range r.tasks { // plan order, so the audit entries are deterministic
-		if !set[d] {
-			continue
-		}
-		d.setReason("", "")
-		d.unmet = 0
-		for _, x := range d.deps {
-			if x.state != lifecycle.TaskSucceeded {
-				d.unmet++
-			}
-		}
-		e.set(d, lifecycle.TaskPending)
-		e.record(r, d, entry.TaskUnskipped, map[string]any{"because": t.spec.ID})
-	}
 	t.unmet = 0
 	for _, x := range t.deps {
 		if x.state != lifecycle.TaskSucceeded {
@@ -216,6 +176,9 @@ func (e *Engine) retry(r *run, t *task, actor string) error {
 	} else {
 		e.set(t, lifecycle.TaskPending)
 	}
+	// Then the dependents skipped because of t become pending again, unless another
+	// ancestor of theirs still failed (unskip.go).
+	e.unskipDependents(t)
 	return nil
 }
 

@@ -88,10 +88,12 @@ func (e *Engine) cancelTasks(c cancelling) {
 	}
 }
 
-// sweeping says whether a cascade or a run's cancel waits for the next batch.
-func (e *Engine) sweeping() bool { return len(e.cascades) > 0 || len(e.cancelling) > 0 }
+// sweeping says whether a cascade, a run's cancel or an unskip waits for the next batch.
+func (e *Engine) sweeping() bool {
+	return len(e.cascades) > 0 || len(e.cancelling) > 0 || len(e.unskips) > 0
+}
 
-// continueCascades goes on with the cascades and cancels earlier batches left, in this
+// continueCascades goes on with the cascades, cancels and unskips earlier batches left, in this
 // batch, and settles each run whose waiting work it finished. A cascade whose root no longer
 // stands as it ended (`orch retry` took it back) is dropped: the tasks it had still to skip
 // wait for the root again, as they did before it ended, unless another dead dependency holds
@@ -114,6 +116,16 @@ func (e *Engine) continueCascades() {
 		} else {
 			e.reroot(c)
 		}
+		if r.cascading == 0 {
+			e.settle(r)
+		}
+	}
+	unskips := e.unskips
+	e.unskips = nil
+	for _, u := range unskips {
+		r := u.root.run
+		r.cascading--
+		e.unskipOn(u)
 		if r.cascading == 0 {
 			e.settle(r)
 		}

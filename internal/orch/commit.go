@@ -14,21 +14,22 @@ import (
 
 // batch is everything one transaction commits and everything that happens after it.
 type batch struct {
-	entries  []audit.Entry
-	events   []api.Event
-	newRuns  []*run
-	runs     map[*run]bool
-	tasks    []*task
-	fires    []Attempt    // the attempts to start after the commit
-	attempts []attemptRow // their rows: attempts[i] is fires[i]'s
-	ended    []attemptEnd
-	cancels  []string
-	sealed   []string
-	replies  []func(error)
-	pooled   []map[string]any // the details maps newDetails made for this batch's entries
-	exts     []extInsert      // extensions of runs that exist: their rows and their tasks' rows
-	upd      []*task          // writeRows's: the tasks whose rows it updates
-	swept    int              // tasks a cascade skipped or a run's cancel cancelled in the batch (cascade.go)
+	entries     []audit.Entry
+	events      []api.Event
+	newRuns     []*run
+	runs        map[*run]bool
+	tasks       []*task
+	fires       []Attempt    // the attempts to start after the commit
+	attempts    []attemptRow // their rows: attempts[i] is fires[i]'s
+	ended       []attemptEnd
+	cancels     []string
+	sealed      []string
+	replies     []func(error)
+	pooled      []map[string]any // the details maps newDetails made for this batch's entries
+	exts        []extInsert      // extensions of runs that exist: their rows and their tasks' rows
+	upd         []*task          // writeRows's: the tasks whose rows it updates
+	swept       int              // tasks a cascade skipped, a run's cancel cancelled or an unskip took back in the batch (cascade.go)
+	unskipNotes []unskipNote     // run_unskips rows to add and remove, in order (unskip.go)
 }
 
 type attemptRow struct {
@@ -63,7 +64,7 @@ func (b *batch) reuse() *batch {
 }
 
 func (b *batch) empty() bool {
-	return len(b.entries) == 0 && len(b.replies) == 0 && len(b.fires) == 0 && len(b.cancels) == 0
+	return len(b.entries) == 0 && len(b.replies) == 0 && len(b.fires) == 0 && len(b.cancels) == 0 && len(b.unskipNotes) == 0
 }
 
 // tsLayout sorts as text (fixed-width fraction).
@@ -227,6 +228,15 @@ func (e *Engine) writeRows(ctx context.Context, tx *sql.Tx, b *batch) error {
 	}
 	if err := e.insertExtensions(ctx, tx, b.exts); err != nil {
 		return err
+	}
+	for _, n := range b.unskipNotes {
+		q := `INSERT OR IGNORE INTO run_unskips(run_id, idx) VALUES (?, ?)`
+		if n.drop {
+			q = `DELETE FROM run_unskips WHERE run_id = ? AND idx = ?`
+		}
+		if _, err := tx.ExecContext(ctx, q, n.run, n.idx); err != nil {
+			return fmt.Errorf("note a retry's unskip of run %s: %w", n.run, err)
+		}
 	}
 	// The rows as statements of many rows each (multirow.go). New tasks' rows were inserted
 	// whole (insertRun, insertExtensions): only the others are updated.

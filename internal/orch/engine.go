@@ -97,6 +97,8 @@ type Engine struct {
 	candidates []*task
 	cascades   []cascade    // skip cascades waiting for the next batch (cascade.go)
 	cancelling []cancelling // run cancels waiting for the next batch (cascade.go)
+	unskips    []unskip     // retries' unskips waiting for the next batch (unskip.go)
+	unskipping unskipRoots  // the unskips under way, by root (unskip.go)
 	reattach   []*task      // running at load: re-attached when Run starts
 	readied    []*task      // became ready in this batch
 	wokenLocks map[*lockState]bool

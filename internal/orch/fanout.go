@@ -39,10 +39,16 @@ func (t *task) lists() []string {
 
 // fanOut adds the items of every fan-out whose list t, which just succeeded, wrote. A
 // fan-out whose list cannot be used fails with the reason, and its dependents are skipped.
+//
+// A skipped fan-out gets its items too: its list is read now or never, and the fan-out may
+// be taken back later (an `orch retry` of t whose unskip has not reached it yet, or of a
+// template dependency). An item that a dead dependency holds (the template's, which the
+// fan-out shares) is skipped at once, naming the task that dependency leads back to; the
+// others wait or run as any item does.
 func (e *Engine) fanOut(t *task, o Outcome) {
 	for _, f := range t.fanOuts {
-		if f.state != lifecycle.TaskPending || f.extended {
-			continue // cancelled or skipped meanwhile, or added already
+		if (f.state != lifecycle.TaskPending && f.state != lifecycle.TaskSkipped) || f.extended {
+			continue // ended meanwhile, or added already
 		}
 		path := listPath(f)
 		list, ok := o.Items[path]
@@ -62,7 +68,15 @@ func (e *Engine) fanOut(t *task, o Outcome) {
 		if len(added) == 0 {
 			f.own().extended = true // an empty list: the fan-out is done with its producer
 		}
+		dead := map[*task]*task{}
+	items:
 		for _, c := range added {
+			for _, d := range c.deps {
+				if root := deadCause(d, dead); root != nil {
+					e.skip(cascade{root: root, state: root.state, stack: []*task{c}})
+					continue items
+				}
+			}
 			if c.unmet == 0 {
 				e.becomeReady(c)
 			}

@@ -74,6 +74,11 @@ func (e *Engine) load(ctx context.Context) error {
 			return fmt.Errorf("load run %s: count its audit entries: %w", r.id, err)
 		}
 		e.resumeCascades(r)
+		roots, err := loadUnskips(ctx, db, r)
+		if err != nil {
+			return err
+		}
+		e.resumeUnskips(r, roots)
 		e.runs[r.id] = r
 		if old, ok := e.byName[r.name]; !ok || !old.createdAt.After(r.createdAt) {
 			e.byName[r.name] = r // the newest of the name
@@ -103,6 +108,30 @@ func (e *Engine) load(ctx context.Context) error {
 	sort.Slice(ready, func(i, j int) bool { return ready[i].readySeq < ready[j].readySeq })
 	e.candidates = ready
 	return nil
+}
+
+// loadUnskips reads the positions of the roots of r's unskips that wait (unskip.go).
+func loadUnskips(ctx context.Context, db *sql.DB, r *run) ([]int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT idx FROM run_unskips WHERE run_id = ? ORDER BY idx`, r.id)
+	if err != nil {
+		return nil, fmt.Errorf("load run %s: its unskips waiting: %w", r.id, err)
+	}
+	defer rows.Close()
+	var roots []int
+	for rows.Next() {
+		var idx int
+		if err := rows.Scan(&idx); err != nil {
+			return nil, fmt.Errorf("load run %s: its unskips waiting: %w", r.id, err)
+		}
+		if idx < 0 || idx >= len(r.tasks) {
+			return nil, fmt.Errorf("load run %s: an unskip waits from task %d, and the run has %d tasks", r.id, idx, len(r.tasks))
+		}
+		roots = append(roots, idx)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load run %s: its unskips waiting: %w", r.id, err)
+	}
+	return roots, nil
 }
 
 // loadTasks applies the stored task rows to r's freshly built tasks.

@@ -363,5 +363,20 @@ CREATE TRIGGER run_summary_purge AFTER DELETE ON runs BEGIN
 	DELETE FROM run_usage WHERE run_id = old.id;
 END;
 `,
+	}, store.Migration{
+		// The unskips an `orch retry` has still to go on with (unskip.go): a row while one
+		// waits for the next batch, removed in the batch that ends it. A purged run's rows go
+		// with its runs row.
+		Name: "run unskips waiting",
+		SQL: `
+CREATE TABLE run_unskips (
+	run_id TEXT NOT NULL,
+	idx    INTEGER NOT NULL,   -- the retried task's position in the run
+	PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
+CREATE TRIGGER run_unskips_purge AFTER DELETE ON runs BEGIN
+	DELETE FROM run_unskips WHERE run_id = old.id;
+END;
+`,
 	})
 }

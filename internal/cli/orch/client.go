@@ -480,7 +480,10 @@ skipped; the rest of the run goes on.`},
 same pinned subagent with the question and answer in its input ("agora_resume").`},
 		"retry": {"retry RUN TASK", "Run a failed task again, and the dependents it skipped (CLI only)",
 			`Make a failed (or cancelled) task ready again with a fresh retry budget; the dependents
-skipped because of it become pending. A sealed or cancelled run cannot be retried.`},
+skipped because of it become pending, unless another failed or cancelled task still holds
+them (a run of many takes them back 2,048 at a time, before anything else). A task whose
+dependency failed, was cancelled or was skipped cannot be retried: retry that one first. A
+sealed or cancelled run cannot be retried.`},
 		"seal": {"seal RUN", "Close a finished run for good (CLI only)",
 			`Seal a run that ended: it accepts no further change (no retry), and a checkpoint of
 orch.db is written so its audit bundle can be exported. Runs that succeed or are
