@@ -149,10 +149,10 @@ func (e *Engine) resumeUnskips(r *run, roots []int) {
 }
 
 // unskipOrder is root's transitive dependents reached through tasks for which through is
-// true (only those are in it), each after its dependencies among them, the lowest position in the run first where
-// the order leaves a choice (so the plan's order wherever that is one). The links a run adds
-// (a fan-out's items, which its consumer waits for and which come after it in the run) are
-// dependencies like any other here.
+// true (only those are in it), each after its dependencies among them, the lowest position
+// in the run first where the order leaves a choice (so the plan's order wherever that is
+// one). The links a run adds (a fan-out's items, which its consumer waits for and which come
+// after it in the run) are dependencies like any other here.
 func unskipOrder(root *task, through func(*task) bool) []*task {
 	r := root.run
 	const outside = -1

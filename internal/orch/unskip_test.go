@@ -2,11 +2,17 @@ package orch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
@@ -320,4 +326,60 @@ func TestUnskip_RootFailsAndIsRetriedAgainWhileItGoesOn(t *testing.T) {
 	if n := unskipsWaiting(t, h, id); n != 0 {
 		t.Errorf("%d unskips noted as waiting after the run ended", n)
 	}
+}
+
+const unskipKillEnv = "AGORA_ORCH_UNSKIP_KILL_CHILD"
+
+// TestUnskip_Kill9BetweenBatches kills a process with SIGKILL right after the first batch of
+// a retry's unskip committed: a child process runs reversedSpecs(3000), fails the root,
+// retries it, and kills itself from the Observer of the first batch that holds unskips.
+// orch.db then notes the unskip; an engine opened on it goes on from the note, and the run
+// succeeds with each task unskipped once, naming the root.
+func TestUnskip_Kill9BetweenBatches(t *testing.T) {
+	const wide = 3000
+	if path := os.Getenv(unskipKillEnv); path != "" {
+		unskipKillChild(t, path, wide)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "orch.db")
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestUnskip_Kill9BetweenBatches$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), unskipKillEnv+"="+path)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the child was not killed: %v\n%s", err, out)
+	}
+	db := openDB(t, path)
+	var id string
+	var notes int
+	if err := db.SQL().QueryRow(`SELECT id FROM runs`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SQL().QueryRow(`SELECT COUNT(*) FROM run_unskips WHERE run_id = ? AND idx = 0`, id).Scan(&notes); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if notes != 1 {
+		t.Fatalf("%d notes of the root's unskip after the kill, want 1", notes)
+	}
+	// The root's second attempt was fired before the kill: re-attached, it succeeds.
+	h := start(t, path, newFakeExec(rootFails(1)))
+	r := h.wait(id)
+	if r.State != lifecycle.RunSucceeded || r.Counts[lifecycle.TaskSucceeded] != 2*wide+1 {
+		t.Fatalf("run %s with %v after the engine opened again, want succeeded with every task", r.State, r.Counts)
+	}
+	checkUnskippedOnce(t, h, id, 2*wide)
+}
+
+// unskipKillChild is TestUnskip_Kill9BetweenBatches's child process.
+func unskipKillChild(t *testing.T, path string, wide int) {
+	obs := &unskipBatches{onBatch: func(int) {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}}
+	h := startWith(t, path, newFakeExec(rootFails(1)), orch.Options{Observer: obs})
+	id := h.submit(mkPlan(t, "unskip-killed", 50, reversedSpecs(wide)...))
+	h.wait(id)
+	go h.eng.Retry(context.Background(), api.ActionRequest{Run: id, Task: "root", Actor: "me"})
+	agoratest.AwaitOwnKill(t, "the first batch of unskips")
 }
