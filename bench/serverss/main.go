@@ -7,6 +7,11 @@
 //
 //	make build && go run ./bench/serverss -n 100000 -bin bin/agora
 //
+// With -retry TASK it then retries that task (`agora orch retry serverss TASK`) and prints the
+// peak again -settle later: where bubblewrap is missing, the run's first task fails and skips
+// the rest, so -retry l0-0 measures taking back 99,999 skips (and the skips of the task's
+// second failure).
+//
 // GODEBUG=gctrace=1 in the environment reaches serve: the largest live heap and heap goal of
 // its collections are printed too, and with -keep its log (the path printed) shows each
 // collection.
@@ -32,14 +37,16 @@ func main() {
 	bin := flag.String("bin", "bin/agora", "the agora binary")
 	settle := flag.Duration("settle", 3*time.Second, "how long after the submission to read the peak again")
 	keep := flag.Bool("keep", false, "keep the throw-away home (its serve.log, orch.db) instead of removing it")
+	retry := flag.String("retry", "", "a failed task to retry after the settle (l0-0 where bwrap is missing)")
+	status := flag.Bool("status", false, "read the run's status (agora orch status) after the settle, and serve's peak from then")
 	flag.Parse()
-	if err := run(*n, *bin, *settle, *keep); err != nil {
+	if err := run(*n, *bin, *settle, *keep, *retry, *status); err != nil {
 		fmt.Fprintln(os.Stderr, "serverss:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, bin string, settle time.Duration, keep bool) error {
+func run(n int, bin string, settle time.Duration, keep bool, retry string, status bool) error {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -119,6 +126,38 @@ func run(n int, bin string, settle time.Duration, keep bool) error {
 	}
 	fmt.Printf("tasks %d, plan %.1f MB of JSON: serve's peak RSS idle %.1f MB, at the submission's answer %.1f MB, %v later %.1f MB; the submission took %v\n",
 		n, float64(len(src))/1e6, idle, atSubmit, settle, after, took.Round(time.Millisecond))
+	if status {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", serve.Process.Pid), []byte("5"), 0); err != nil {
+			return fmt.Errorf("reset serve's peak RSS before the status: %w", err)
+		}
+		start := time.Now()
+		if err := agora("orch", "status", "serverss", "-o", "json"); err != nil {
+			return err
+		}
+		took := time.Since(start)
+		p, err := peak(serve.Process.Pid)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("status answered in %v; serve's peak RSS from the status on %.1f MB\n", took.Round(time.Millisecond), p)
+	}
+	if retry != "" {
+		// The peak from here on: 5 resets VmHWM to the present RSS.
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", serve.Process.Pid), []byte("5"), 0); err != nil {
+			return fmt.Errorf("reset serve's peak RSS before the retry: %w", err)
+		}
+		start := time.Now()
+		if err := agora("orch", "retry", "serverss", retry); err != nil {
+			return err
+		}
+		took := time.Since(start)
+		time.Sleep(settle)
+		afterRetry, err := peak(serve.Process.Pid)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("retry of %s answered in %v; serve's peak RSS from the retry to %v later %.1f MB\n", retry, took.Round(time.Millisecond), settle, afterRetry)
+	}
 	if strings.Contains(os.Getenv("GODEBUG"), "gctrace=1") {
 		if err := logf.Sync(); err != nil {
 			return err

@@ -556,7 +556,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.addQueueState(r.Context(), &run)
-	writeJSON(w, http.StatusOK, run)
+	writeRun(w, http.StatusOK, run)
 }
 
 // watch streams newline-delimited JSON: {"run": ...} first, then {"event": ...} per change,
@@ -569,6 +569,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
+	first.Tasks = nil // its id and NameRuns are what is kept
 	events, stop := s.Engine.Subscribe(first.ID)
 	defer stop()
 	// Read again after subscribing, so no change between the two is missed.
@@ -582,8 +583,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
-	send := func(v any) bool {
-		if err := enc.Encode(v); err != nil {
+	flush := func(err error) bool {
+		if err != nil {
 			return false
 		}
 		if flusher != nil {
@@ -591,7 +592,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	if !send(map[string]any{"run": run}) || lifecycle.RunEnded(run.State) {
+	send := func(v any) bool { return flush(enc.Encode(v)) }
+	sendState := func(run api.Run, lagged bool) bool { return flush(sendRun(w, run, lagged)) }
+	if !sendState(run, false) || lifecycle.RunEnded(run.State) {
 		return
 	}
 	keepalive := time.NewTicker(15 * time.Second)
@@ -608,7 +611,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				// Fell behind: send the current state and stop; the client re-watches.
 				if run, err := s.runStatus(r.Context(), first.ID); err == nil {
-					send(map[string]any{"run": run, "lagged": true})
+					sendState(run, true)
 				}
 				return
 			}
@@ -620,7 +623,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return
 				}
-				if !send(map[string]any{"run": run}) {
+				if !sendState(run, false) {
 					return
 				}
 				if lifecycle.RunEnded(run.State) {
@@ -683,7 +686,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run)
+	writeRun(w, http.StatusOK, run)
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
