@@ -120,17 +120,24 @@ func TestCascade_SkipsInBoundedBatches(t *testing.T) {
 	obs.mu.Lock()
 	batches := obs.batches
 	obs.mu.Unlock()
+	checkBounded(t, "skips", batches, 2*wide)
+	checkSkippedOnce(t, h, id, 2*wide)
+}
+
+// checkBounded checks the sizes of the batches that held what (skips, unskips): each at most
+// CascadeBatch, want in all, in as few batches as that bound allows or more.
+func checkBounded(t *testing.T, what string, batches []int, want int) {
+	t.Helper()
 	total := 0
 	for _, n := range batches {
 		if n > orch.CascadeBatch {
-			t.Errorf("a batch skipped %d tasks, more than %d", n, orch.CascadeBatch)
+			t.Errorf("a batch held %d %s, more than %d", n, what, orch.CascadeBatch)
 		}
 		total += n
 	}
-	if want := (2*wide + orch.CascadeBatch - 1) / orch.CascadeBatch; len(batches) < want || total != 2*wide {
-		t.Errorf("skips in %d batches %v (%d in all), want %d in at least %d", len(batches), batches, total, 2*wide, want)
+	if least := (want + orch.CascadeBatch - 1) / orch.CascadeBatch; len(batches) < least || total != want {
+		t.Errorf("%s in %d batches %v (%d in all), want %d in at least %d", what, len(batches), batches, total, want, least)
 	}
-	checkSkippedOnce(t, h, id, 2*wide)
 }
 
 // TestCascade_StopBetweenBatchesGoesOnAtOpen stops the engine after the first batch of a

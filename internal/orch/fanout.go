@@ -68,16 +68,13 @@ func (e *Engine) fanOut(t *task, o Outcome) {
 		if len(added) == 0 {
 			f.own().extended = true // an empty list: the fan-out is done with its producer
 		}
-		dead := map[*task]*task{}
-	items:
+		held := map[*task]bool{}
+		eachHeld(added, func(c, root *task) {
+			held[c] = true
+			e.skip(cascade{root: root, state: root.state, stack: []*task{c}})
+		})
 		for _, c := range added {
-			for _, d := range c.deps {
-				if root := deadCause(d, dead); root != nil {
-					e.skip(cascade{root: root, state: root.state, stack: []*task{c}})
-					continue items
-				}
-			}
-			if c.unmet == 0 {
+			if c.unmet == 0 && !held[c] {
 				e.becomeReady(c)
 			}
 		}

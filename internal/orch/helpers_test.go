@@ -230,6 +230,18 @@ func (h *harness) wait(id string, states ...string) api.Run {
 	}
 }
 
+// waitTask waits until task of run id is in state.
+func (h *harness) waitTask(id, task, state string) {
+	h.tb.Helper()
+	agoratest.WaitFor(h.tb, 10*time.Second, "task "+task+" to be "+state, func() bool {
+		r, err := h.eng.Status(context.Background(), id)
+		if err != nil {
+			h.tb.Fatal(err)
+		}
+		return taskStates(r)[task] == state
+	})
+}
+
 // waitFolded waits for the engine to have folded every row log record into the tasks and
 // attempts tables (fold.go): a run's end is published before its rows are folded, so a test
 // that reads or edits those rows waits for this first.

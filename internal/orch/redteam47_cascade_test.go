@@ -206,6 +206,22 @@ func waitEnded(t *testing.T, h *harness, id string, d time.Duration) api.Run {
 	return r
 }
 
+// twoRootSpecs is two roots, ra and rb, wide tasks under each (ra-I, rb-I), and both tasks
+// under one of each (both-I, after ra-I and rb-I).
+func twoRootSpecs(wide, both int) []spec {
+	var specs []spec
+	for _, root := range []string{"ra", "rb"} {
+		specs = append(specs, spec{ID: root})
+		for i := range wide {
+			specs = append(specs, spec{ID: fmt.Sprintf("%s-%d", root, i), Deps: []string{root}})
+		}
+	}
+	for i := range both {
+		specs = append(specs, spec{ID: fmt.Sprintf("both-%d", i), Deps: []string{fmt.Sprintf("ra-%d", i), fmt.Sprintf("rb-%d", i)}})
+	}
+	return specs
+}
+
 // entryCounts counts run id's audit entries of kind by task subject.
 func entryCounts(t *testing.T, h *harness, id, kind string) map[string]int {
 	t.Helper()
@@ -550,12 +566,7 @@ func TestRedTeam47_RunCancelAndAnswerMidCascade(t *testing.T) {
 	h := startWith(t, "", exec, orch.Options{Observer: obs})
 	id := h.submit(mkPlan(t, "rt47-cancel-mid", 8, specs...))
 	exec.waitHeld(t, id, "root", "x")
-	if !agoratest.Poll(10*time.Second, func() bool {
-		r, _ := h.eng.Status(context.Background(), id)
-		return taskStates(r)["ask"] == lifecycle.TaskNeedsInput
-	}) {
-		t.Fatal("ask never asked")
-	}
+	h.waitTask(id, "ask", lifecycle.TaskNeedsInput)
 	type result struct{ cancel, answer error }
 	res := make(chan result, 1)
 	var once sync.Once
@@ -692,16 +703,7 @@ func TestRedTeam47_RetryFailAgainStopMidSecondCascade(t *testing.T) {
 // but the roots fires, and each run ends failed once.
 func TestRedTeam47_TwoRootsTwoRunsStopMidCascade(t *testing.T) {
 	const wide, both = 2500, 500
-	var specs []spec
-	for _, root := range []string{"ra", "rb"} {
-		specs = append(specs, spec{ID: root})
-		for i := range wide {
-			specs = append(specs, spec{ID: fmt.Sprintf("%s-%d", root, i), Deps: []string{root}})
-		}
-	}
-	for i := range both {
-		specs = append(specs, spec{ID: fmt.Sprintf("both-%d", i), Deps: []string{fmt.Sprintf("ra-%d", i), fmt.Sprintf("rb-%d", i)}})
-	}
+	specs := twoRootSpecs(wide, both)
 	exec := newRTExec(func(a orch.Attempt) (orch.Outcome, bool) { return orch.Outcome{}, false })
 	obs := &rtObserver{}
 	h := startWith(t, "", exec, orch.Options{Observer: obs})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/audit"
 	"github.com/agora-dev/agora/internal/audit/entry"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -224,9 +225,7 @@ tasks:
 	h := start(t, "", exec)
 	id := h.submit(parsePlan(t, src))
 	exec.waitHeld(t, id, "split")
-	if !pollTask(t, h, id, "each", lifecycle.TaskSkipped) {
-		t.Fatal("each was never skipped by q's failure")
-	}
+	h.waitTask(id, "each", lifecycle.TaskSkipped)
 	exec.finish(t, id, "split", orch.Outcome{State: lifecycle.TaskSucceeded, Items: map[string]orch.ItemList{"items.json": list}})
 	r := waitEnded(t, h, id, 10*time.Second)
 	if r.State != lifecycle.RunFailed {
@@ -244,23 +243,6 @@ tasks:
 			t.Errorf("reduce fired with %d inputs, split listed 2 items", len(a.Inputs))
 		}
 	}
-}
-
-// pollTask waits until task of run id is in state.
-func pollTask(t *testing.T, h *harness, id, task, state string) bool {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		r, err := h.eng.Status(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if taskStates(r)[task] == state {
-			return true
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return false
 }
 
 func (x *rtExec) startedList() []orch.Attempt {
@@ -465,9 +447,7 @@ func TestRedTeam47Unskip_SecondDeadDependencyStop(t *testing.T) {
 	h := startWith(t, path, exec, orch.Options{Observer: obs})
 	id := h.submit(mkPlan(t, "rt47u-second-dead", 50, specs...))
 	exec.waitHeld(t, id, "s")
-	if !pollTask(t, h, id, "b0", lifecycle.TaskSkipped) {
-		t.Fatal("root's failure never skipped b0")
-	}
+	h.waitTask(id, "b0", lifecycle.TaskSkipped)
 	sFailed, stopped := false, false
 	obs.set(func(b orch.Batch, k int) {
 		switch {
@@ -524,16 +504,7 @@ func TestRedTeam47Unskip_SecondDeadDependencyStop(t *testing.T) {
 // other alive), each naming a root it is under, and the run succeeds with no note left.
 func TestRedTeam47Unskip_TwoRootsBothNotedStop(t *testing.T) {
 	const wide, both = 4500, 300
-	var specs []spec
-	for _, root := range []string{"ra", "rb"} {
-		specs = append(specs, spec{ID: root})
-		for i := range wide {
-			specs = append(specs, spec{ID: fmt.Sprintf("%s-%d", root, i), Deps: []string{root}})
-		}
-	}
-	for i := range both {
-		specs = append(specs, spec{ID: fmt.Sprintf("both-%d", i), Deps: []string{fmt.Sprintf("ra-%d", i), fmt.Sprintf("rb-%d", i)}})
-	}
+	specs := twoRootSpecs(wide, both)
 	path := filepath.Join(t.TempDir(), "orch.db")
 	var mu sync.Mutex
 	starts := map[string]int{}
@@ -714,20 +685,13 @@ func TestRedTeam47Unskip_ReadersDuringUnskip(t *testing.T) {
 	retryRoot(t, h, id)
 	exec.waitHeld(t, id, "root")
 	// Every unskip is committed once the run no longer has a skipped task.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	agoratest.WaitFor(t, 10*time.Second, "the unskip to end", func() bool {
 		r, err := h.eng.Status(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Counts[lifecycle.TaskSkipped] == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s with %v: the unskip never ended", r.State, r.Counts)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return r.Counts[lifecycle.TaskSkipped] == 0
+	})
 	barrier(t, h)
 	obs.set(nil)
 	for _, p := range problems {

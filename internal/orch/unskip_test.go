@@ -142,16 +142,7 @@ func TestUnskip_InBoundedBatches(t *testing.T) {
 	if r.State != lifecycle.RunSucceeded || r.Counts[lifecycle.TaskSucceeded] != 2*wide+1 {
 		t.Fatalf("run %s with %v after the retry, want succeeded with every task", r.State, r.Counts)
 	}
-	batches, total := obs.counts(), 0
-	for _, n := range batches {
-		if n > orch.CascadeBatch {
-			t.Errorf("a batch unskipped %d tasks, more than %d", n, orch.CascadeBatch)
-		}
-		total += n
-	}
-	if want := (2*wide + orch.CascadeBatch - 1) / orch.CascadeBatch; len(batches) < want || total != 2*wide {
-		t.Errorf("unskips in %d batches %v (%d in all), want %d in at least %d", len(batches), batches, total, 2*wide, want)
-	}
+	checkBounded(t, "unskips", obs.counts(), 2*wide)
 	checkUnskippedOnce(t, h, id, 2*wide)
 }
 
