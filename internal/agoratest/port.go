@@ -27,10 +27,26 @@ func FreeAddr(tb testing.TB) string {
 // tests run at once, so between this check and the program's bind another test's connection
 // or listener could take it ("address already in use"). Below the range only another
 // explicit bind can, and the port is drawn at random.
+//
+// It is never a port browsers refuse to load (browserRefuses): a test that opens the program's
+// pages in Chromium would fail with net::ERR_UNSAFE_PORT.
 func FreePort(host string) (string, error) {
 	low := ephemeralLow()
+	return freePort(host, low, func() int { return 10000 + rand.IntN(low-10000) })
+}
+
+// browserRefuses says whether Chromium and Firefox refuse to load pages from port: the one
+// in the range FreePort draws from that their restricted lists hold (NAT slipstreaming).
+func browserRefuses(port int) bool { return port == 10080 }
+
+// freePort is FreePort with the ports to try drawn by draw.
+func freePort(host string, low int, draw func() int) (string, error) {
 	for range 200 {
-		port := strconv.Itoa(10000 + rand.IntN(low-10000))
+		n := draw()
+		if browserRefuses(n) {
+			continue
+		}
+		port := strconv.Itoa(n)
 		if l, err := net.Listen("tcp", net.JoinHostPort(host, port)); err == nil {
 			l.Close()
 			return port, nil

@@ -26,3 +26,22 @@ func TestFreeAddr_BelowTheEphemeralRange(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestFreePort_NeverAPortBrowsersRefuse: drawn first, 10080 (on Chromium's and Firefox's
+// restricted lists) is passed over for the next port drawn.
+func TestFreePort_NeverAPortBrowsersRefuse(t *testing.T) {
+	ports := []int{10080, 10081}
+	port, err := freePort("127.0.0.1", ephemeralLow(), func() int {
+		p := ports[0]
+		if len(ports) > 1 {
+			ports = ports[1:]
+		}
+		return p
+	})
+	if err != nil {
+		t.Skipf("SKIP: 127.0.0.1:10081 is in use here: %v", err)
+	}
+	if port != "10081" {
+		t.Fatalf("freePort = %s, want 10081 (10080 passed over)", port)
+	}
+}
