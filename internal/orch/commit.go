@@ -164,8 +164,8 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 		// The entries' canonical JSON and leaf hashes are computed on a second goroutine
 		// while the rows are written (the same bytes as appending them after the rows).
 		first, err := e.log.AppendAllAlongside(ctx, tx, e.stmts.audit, b.entries, func() error {
-			if e.unfolded >= e.foldBound {
-				// Past the bound, each commit folds the oldest records first (fold.go): a
+			if e.unfolded >= e.foldBound || e.unfoldedRows >= e.foldRows {
+				// Past a bound, each commit folds the oldest records first (fold.go): a
 				// few records in every commit, not a chunk that holds up the next one.
 				n, err := e.foldIn(ctx, tx, foldStep)
 				if err != nil {
@@ -189,12 +189,15 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	}
 	if folded > 0 {
 		e.unfolded -= folded
+		e.foldedRows(folded)
 		if folded < foldStep {
 			e.unfolded = 0 // the log held fewer: it is empty now
+			e.foldedRows(-1)
 		}
 	}
 	if e.logged {
 		e.unfolded++
+		e.loggedRows(e.recRows)
 	}
 	e.logged = false
 	for _, r := range b.newRuns {
@@ -269,7 +272,8 @@ func (e *Engine) writeLog(ctx context.Context, tx *sql.Tx, b *batch) error {
 		x := &b.ended[i]
 		rec.ends = append(rec.ends, endImage{id: x.id, state: x.state, reason: x.reason, endedAt: ts(x.at), usage: x.usage, verdict: x.verdict})
 	}
-	if len(rec.tasks)+len(rec.inserts)+len(rec.ends) == 0 {
+	e.recRows = len(rec.tasks) + len(rec.inserts) + len(rec.ends)
+	if e.recRows == 0 {
 		return nil
 	}
 	e.logBuf = rec.encodeWith(e.logBuf[:0], &e.recWire)

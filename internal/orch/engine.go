@@ -59,21 +59,26 @@ type Engine struct {
 
 	// The row log (rowlog.go, fold.go): the record being written, its plain values and its
 	// bytes, reused; whether the current commit wrote a record; how many records wait, and
-	// how many may before a commit folds the oldest; whether a run was sealed since the last
-	// fold.
-	rec        logRecord
-	recWire    rowlog.Record // rec as rowlog's plain values, reused
-	logBuf     []byte
-	folded     rowChanges          // what a fold reads back (fold.go), reused
-	logNames   []string            // the record's runs column (logRuns), reused
-	logNamed   map[string]struct{} // its names as a set
-	logged     bool
-	preApplied map[string]struct{} // attempts a fold wrote ended before their end's record (fold.go preApply)
-	unfolded   int
-	foldBound  int // foldBound; tests lower it
-	sealed     bool
-	foldTimer  *time.Timer
-	foldIdle   time.Duration // foldIdle; tests raise it
+	// how many may before a commit folds the oldest; how many rows each waiting record
+	// changes, oldest first, their sum, and how many may wait; whether a run was sealed since
+	// the last fold.
+	rec          logRecord
+	recWire      rowlog.Record // rec as rowlog's plain values, reused
+	logBuf       []byte
+	folded       rowChanges          // what a fold reads back (fold.go), reused
+	logNames     []string            // the record's runs column (logRuns), reused
+	logNamed     map[string]struct{} // its names as a set
+	logged       bool
+	preApplied   map[string]struct{} // attempts a fold wrote ended before their end's record (fold.go preApply)
+	unfolded     int
+	foldBound    int // foldBound; tests lower it
+	logRows      []int
+	recRows      int // rows the current commit's record changes
+	unfoldedRows int
+	foldRows     int // foldRows; tests lower it
+	sealed       bool
+	foldTimer    *time.Timer
+	foldIdle     time.Duration // foldIdle; tests raise it
 
 	in      chan event
 	stop    chan struct{}
@@ -184,7 +189,7 @@ func Open(ctx context.Context, db *store.DB, log *audit.Log, exec Executor, opts
 		subs:       map[string]map[chan api.Event]struct{}{},
 		wokenLocks: map[*lockState]bool{}, wokenRuns: map[*run]bool{},
 		queues: map[string]*queueState{}, wokenQueues: map[*queueState]bool{},
-		drain: maxBatch, foldIdle: foldIdle, foldBound: foldBound, preApplied: map[string]struct{}{},
+		drain: maxBatch, foldIdle: foldIdle, foldBound: foldBound, foldRows: foldRows, preApplied: map[string]struct{}{},
 	}
 	e.b = newBatch()
 	if err := e.stmts.prepare(ctx, db.SQL()); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/orch/reviewwire"
+	"github.com/agora-dev/agora/internal/orch/rowlog"
 )
 
 // SetDrain bounds how many queued events one batch takes (maxBatch otherwise), for the
@@ -98,6 +99,34 @@ const CascadeBatch = cascadeBatch
 // SetFoldBound sets how many row log records may wait before every commit folds the oldest
 // (foldBound otherwise), for the tests that fold in every commit. Call it before Run.
 func SetFoldBound(e *Engine, n int) { e.foldBound = n }
+
+// SetFoldRows sets how many rows the waiting row log records may change before every commit
+// folds the oldest (foldRows otherwise). Call it before Run.
+func SetFoldRows(e *Engine, n int) { e.foldRows = n }
+
+// LogRows returns how many rows the records waiting in db's row log change, counted as
+// written: what foldRows bounds, and what a reader's overlay is made of.
+func LogRows(ctx context.Context, db *sql.DB) (int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT record FROM row_log`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var dec rowlog.Reader
+	n := 0
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return 0, err
+		}
+		rec, err := dec.Decode(b)
+		if err != nil {
+			return 0, err
+		}
+		n += len(rec.Tasks) + len(rec.Inserts) + len(rec.Ends)
+	}
+	return n, rows.Err()
+}
 
 // SetFoldIdle sets how long the engine waits idle before it folds the row log (foldIdle
 // otherwise), for the tests that need records left unfolded. Call it before Run.

@@ -21,6 +21,11 @@ import (
 // run that no longer exists (a sealed run internal/retention purged while a crash left its
 // records unfolded) are not written back.
 //
+// A record holds one commit's rows: a few hundred when tasks fire and end, but up to a
+// cascade's 2,048 skips (cascade.go) or unskips, each with its reason. So the log is bounded
+// in rows too (foldRows), else a reader's overlay could hold every task of a 100,000-task run:
+// tens of MB, and a read of every record, for each status or page read.
+//
 // A fold reads the record after those it applies too (foldAhead): a task whose row that
 // record writes again, and an attempt it ends, is written once, as the later record leaves
 // it (dropSuperseded, preApply). A task fired in one record and ended in the next has its
@@ -35,7 +40,12 @@ const (
 	// foldBound is how many records may wait: a busy engine that is never idle folds the
 	// oldest in every commit past it, so a reader's overlay (overlay.go) stays bounded.
 	foldBound = 256
-	// foldStep is how many records a commit past foldBound folds: more than the one it
+	// foldRows is how many rows the waiting records may change (task updates, attempts fired
+	// and ended, counted as written): past it, too, every commit folds the oldest records.
+	// It is about what 256 records of a busy run's commits change, so a run whose tasks
+	// fire and end folds as it did before, and it keeps a reader's overlay to a few MB.
+	foldRows = 1 << 14
+	// foldStep is how many records a commit past foldBound or foldRows folds: more than the one it
 	// writes, so the log shrinks back under the bound.
 	foldStep = 2
 	// foldAhead is how many records after those a fold applies it reads ahead
@@ -266,10 +276,31 @@ func (e *Engine) fold(ctx context.Context, limit int) error {
 	}
 	if limit == 0 || n < limit {
 		e.unfolded, e.sealed = 0, false
+		e.foldedRows(-1)
 	} else {
 		e.unfolded = max(e.unfolded-n, 1)
+		e.foldedRows(n)
 	}
 	return nil
+}
+
+// loggedRows notes that the commit wrote a record changing rows rows.
+func (e *Engine) loggedRows(rows int) {
+	e.logRows = append(e.logRows, rows)
+	e.unfoldedRows += rows
+}
+
+// foldedRows notes that the oldest n records were folded; -1: every one was.
+func (e *Engine) foldedRows(n int) {
+	if n < 0 || n >= len(e.logRows) {
+		e.logRows, e.unfoldedRows = e.logRows[:0], 0
+		return
+	}
+	for _, r := range e.logRows[:n] {
+		e.unfoldedRows -= r
+	}
+	// Shift down rather than reslice, so the queue's room is reused.
+	e.logRows = e.logRows[:copy(e.logRows, e.logRows[n:])]
 }
 
 // foldWhileIdle folds one chunk when the engine has been idle for foldIdle, and goes on
