@@ -190,7 +190,7 @@ func orchServeRun(ctx context.Context, opts *orchServeOptions) error {
 		return err
 	}
 	defer ln.RemoveSocket() // only its own: a serve started since keeps its socket
-	srv := &service.Server{Engine: eng, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
+	srv := &service.Server{Engine: eng, Spool: dir, PinRepo: dispatch.PinRevision, PinWorkspace: d.PinWorkspace, Log: ob.log,
 		Trace: runTrace(ob.tracer), ExportRun: orchRunExporter(orchCP), LearnInRun: d.Records.LearnInRun, Parsing: mem.Parsing}
 	// `agora dispatch run` hands its dispatch to this serve when it can (internal/cli/dispatchcmd/runner.go, through the factory).
 	if srv.Handoff, err = f.Handoff(d, sup, h); err != nil {

@@ -104,6 +104,13 @@ func startPinService(t *testing.T) *client.Client {
 // stop when the test ends.
 func startService(t *testing.T, x orch.Executor, opts orch.Options, srv *service.Server) *client.Client {
 	t.Helper()
+	c, _ := startServiceOn(t, x, opts, srv)
+	return c
+}
+
+// startServiceOn is startService that also returns the socket's path.
+func startServiceOn(t *testing.T, x orch.Executor, opts orch.Options, srv *service.Server) (*client.Client, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	db, err := store.Open(ctx, filepath.Join(dir, "orch.db"), orch.Migrations())
@@ -131,5 +138,5 @@ func startService(t *testing.T, x orch.Executor, opts orch.Options, srv *service
 	srvDone := make(chan struct{})
 	go func() { srv.Serve(ctx, ln); close(srvDone) }()
 	t.Cleanup(func() { cancel(); <-srvDone; <-engDone; db.Close() })
-	return client.New(sock)
+	return client.New(sock), sock
 }

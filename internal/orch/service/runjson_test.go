@@ -24,7 +24,7 @@ func TestEncodeRun(t *testing.T) {
 		{},
 	} {
 		var b bytes.Buffer
-		if err := encodeRun(&b, run); err != nil {
+		if err := encodeRun(newRunEncoder(&b, "", ""), run); err != nil {
 			t.Fatal(err)
 		}
 		var got api.Run
@@ -47,7 +47,7 @@ func TestEncodeRun(t *testing.T) {
 			t.Errorf("the parts hold %s; in one piece %s", b.String(), want)
 		}
 		b.Reset()
-		if err := sendRun(&b, run, true); err != nil {
+		if err := encodeRun(newRunEncoder(&b, watchLine(true), "}\n"), run); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.HasSuffix(b.String(), "}\n") || strings.Count(b.String(), "\n") != 1 {

@@ -65,6 +65,9 @@ type Server struct {
 	// so the run document marks a task whose dispatch was a learn one though its plan does
 	// not say learn (a target in mode: learn); nil: only the plan's marks.
 	LearnInRun func(ctx context.Context, runID string) (map[string]bool, error)
+	// Spool is the directory a large run status is held in while it is written out (in a file
+	// with no name: spool.go); "" is the temporary directory.
+	Spool string
 	// Parsing is told of each submitted plan (its source) while it is parsed, and calls the
 	// func it returns when the parse is done (orch.Memory.Parsing: serve's memory limit
 	// makes room for the parse); nil: nothing is told.
@@ -301,12 +304,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	// The answer leaves the tasks out: a new run's is read without them (its tasks are all
 	// pending or just fired, and reading them costs the run's size). A run returned again
-	// may have a task waiting for an answer, which its status names (Next).
+	// may have a task waiting for an answer, which its status names (Next): its tasks are
+	// read, none kept.
 	var run api.Run
 	if sub.Created {
 		run, err = s.Engine.Summary(r.Context(), sub.RunID)
 	} else {
-		run, err = s.runStatus(r.Context(), sub.RunID)
+		run, err = s.Engine.StatusEach(r.Context(), sub.RunID, nil)
 	}
 	if err != nil {
 		writeEngineErr(w, err)
@@ -550,13 +554,7 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	run, err := s.runStatus(r.Context(), r.PathValue("ref"))
-	if err != nil {
-		writeEngineErr(w, err)
-		return
-	}
-	s.addQueueState(r.Context(), &run)
-	writeRun(w, http.StatusOK, run)
+	s.writeStatus(w, r, r.PathValue("ref"))
 }
 
 // watch streams newline-delimited JSON: {"run": ...} first, then {"event": ...} per change,
@@ -564,38 +562,39 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 // failed or cancelled).
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	ref := r.PathValue("ref")
-	first, err := s.runStatus(r.Context(), ref)
+	first, err := s.Engine.Summary(r.Context(), ref) // its id and NameRuns are what is kept
 	if err != nil {
 		writeEngineErr(w, err)
 		return
 	}
-	first.Tasks = nil // its id and NameRuns are what is kept
 	events, stop := s.Engine.Subscribe(first.ID)
 	defer stop()
 	// Read again after subscribing, so no change between the two is missed.
-	run, err := s.runStatus(r.Context(), first.ID)
+	answered := false
+	run, err := s.sendStatus(r.Context(), w, first.ID, false, first.NameRuns, func() {
+		answered = true
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+	})
 	if err != nil {
-		writeEngineErr(w, err)
+		if !answered {
+			writeEngineErr(w, err)
+		}
 		return
 	}
-	run.NameRuns = first.NameRuns // asked for by a shared name: the watcher says so
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
+	if lifecycle.RunEnded(run.State) {
+		return
+	}
 	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
-	flush := func(err error) bool {
-		if err != nil {
+	send := func(v any) bool {
+		if enc.Encode(v) != nil {
 			return false
 		}
 		if flusher != nil {
 			flusher.Flush()
 		}
 		return true
-	}
-	send := func(v any) bool { return flush(enc.Encode(v)) }
-	sendState := func(run api.Run, lagged bool) bool { return flush(sendRun(w, run, lagged)) }
-	if !sendState(run, false) || lifecycle.RunEnded(run.State) {
-		return
 	}
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
@@ -610,23 +609,15 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		case ev, ok := <-events:
 			if !ok {
 				// Fell behind: send the current state and stop; the client re-watches.
-				if run, err := s.runStatus(r.Context(), first.ID); err == nil {
-					sendState(run, true)
-				}
+				s.sendStatus(r.Context(), w, first.ID, true, first.NameRuns, nil)
 				return
 			}
 			if !send(map[string]any{"event": ev}) {
 				return
 			}
 			if ev.Task == "" {
-				run, err := s.runStatus(r.Context(), first.ID)
-				if err != nil {
-					return
-				}
-				if !sendState(run, false) {
-					return
-				}
-				if lifecycle.RunEnded(run.State) {
+				run, err := s.sendStatus(r.Context(), w, first.ID, false, first.NameRuns, nil)
+				if err != nil || lifecycle.RunEnded(run.State) {
 					return
 				}
 			}
@@ -636,7 +627,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 
 // audit exports a sealed run's part of orch.db: a run that could still change has no bundle.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
-	run, err := s.runStatus(r.Context(), r.PathValue("ref"))
+	run, err := s.Engine.Summary(r.Context(), r.PathValue("ref"))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -681,12 +672,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	run, err := s.runStatus(r.Context(), req.Run)
-	if err != nil {
-		writeEngineErr(w, err)
-		return
-	}
-	writeRun(w, http.StatusOK, run)
+	s.writeStatus(w, r, req.Run)
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
