@@ -42,11 +42,11 @@ const (
 	foldBound = 256
 	// foldRows is how many rows the waiting records may change (task updates, attempts fired
 	// and ended, counted as written): past it, too, every commit folds the oldest records.
-	// It is about what 256 records of a busy run's commits change, so a run whose tasks
-	// fire and end folds as it did before, and it keeps a reader's overlay to a few MB.
+	// It is about 48 records of a busy run's commits (about 340 rows each), and keeps a
+	// reader's overlay to a few MB (ADR 0030).
 	foldRows = 1 << 14
-	// foldStep is how many records a commit past foldBound or foldRows folds: more than the one it
-	// writes, so the log shrinks back under the bound.
+	// foldStep is how many records a commit past foldBound or foldRows folds: more than the
+	// one it writes, so the log shrinks back under the bound.
 	foldStep = 2
 	// foldAhead is how many records after those a fold applies it reads ahead
 	// (dropSuperseded, preApply).

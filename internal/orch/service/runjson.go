@@ -89,16 +89,6 @@ func (e *runEncoder) end(run api.Run) error {
 	return e.w.Flush()
 }
 
-// encodeRun writes run through e, its tasks one at a time.
-func encodeRun(e *runEncoder, run api.Run) error {
-	for i := range run.Tasks {
-		if err := e.task(&run.Tasks[i]); err != nil {
-			return err
-		}
-	}
-	return e.end(run)
-}
-
 // watchLine is the prefix of a watch line holding a run ({"run": ...}, with "lagged": true
 // when lagged); "}\n" ends it.
 func watchLine(lagged bool) string {

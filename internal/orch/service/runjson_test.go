@@ -62,3 +62,13 @@ func TestEncodeRun(t *testing.T) {
 		}
 	}
 }
+
+// encodeRun writes run through e, its tasks one at a time.
+func encodeRun(e *runEncoder, run api.Run) error {
+	for i := range run.Tasks {
+		if err := e.task(&run.Tasks[i]); err != nil {
+			return err
+		}
+	}
+	return e.end(run)
+}
