@@ -158,16 +158,17 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	// A commit is never abandoned halfway (the engine stops between commits), and a
 	// cancellable ctx would cost the driver a goroutine per statement.
 	ctx = context.WithoutCancel(ctx)
-	var folded int
+	var folded, want int
 	err := e.db.Tx(ctx, func(tx *sql.Tx) error {
-		folded, e.logged = 0, false
+		folded, want, e.logged = 0, 0, false
 		// The entries' canonical JSON and leaf hashes are computed on a second goroutine
 		// while the rows are written (the same bytes as appending them after the rows).
 		first, err := e.log.AppendAllAlongside(ctx, tx, e.stmts.audit, b.entries, func() error {
 			if e.unfolded >= e.foldBound || e.unfoldedRows >= e.foldRows {
 				// Past a bound, each commit folds the oldest records first (fold.go): a
 				// few records in every commit, not a chunk that holds up the next one.
-				n, err := e.foldIn(ctx, tx, foldStep)
+				want = e.foldCount()
+				n, err := e.foldIn(ctx, tx, want)
 				if err != nil {
 					return err
 				}
@@ -190,7 +191,7 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 	if folded > 0 {
 		e.unfolded -= folded
 		e.foldedRows(folded)
-		if folded < foldStep {
+		if folded < want {
 			e.unfolded = 0 // the log held fewer: it is empty now
 			e.foldedRows(-1)
 		}

@@ -3,6 +3,8 @@ package orch
 import (
 	"encoding/json"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/agora-dev/agora/internal/budget"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -16,6 +18,10 @@ func (e *Engine) complete(o Outcome) {
 	if !ok {
 		return // a duplicate report, or an attempt of a run already resolved
 	}
+	// An outcome's text can carry a sandbox's bytes (a file name in a provider's error, a
+	// question): the audit's canonical JSON takes UTF-8 alone, and a commit that cannot
+	// encode an entry stops the engine.
+	o.Reason, o.Detail, o.Question = validText(o.Reason), validText(o.Detail), validText(o.Question)
 	delete(e.live, o.DispatchID)
 	e.releaseSlot(t)
 	r := t.run
@@ -178,4 +184,12 @@ func countsDetail(r *run) map[string]any {
 		}
 	}
 	return m
+}
+
+// validText is s with each byte sequence that is not UTF-8 replaced by U+FFFD.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -45,8 +45,9 @@ const (
 	// It is about 48 records of a busy run's commits (about 340 rows each), and keeps a
 	// reader's overlay to a few MB (ADR 0030).
 	foldRows = 1 << 14
-	// foldStep is how many records a commit past foldBound or foldRows folds: more than the
-	// one it writes, so the log shrinks back under the bound.
+	// foldStep is how many records a commit past foldBound or foldRows folds at least: more
+	// than the one it writes, so the log shrinks back under the bound (past foldRows, as
+	// many more as that takes: foldCount).
 	foldStep = 2
 	// foldAhead is how many records after those a fold applies it reads ahead
 	// (dropSuperseded, preApply).
@@ -282,6 +283,19 @@ func (e *Engine) fold(ctx context.Context, limit int) error {
 		e.foldedRows(n)
 	}
 	return nil
+}
+
+// foldCount is how many of the oldest records a commit past a bound folds: foldStep, and
+// past foldRows as many more as bring the rows waiting back under it. Records differ in size
+// (a few rows, or a cascade's 2,048), so a fixed count would let a cascade's records pile up
+// behind small ones.
+func (e *Engine) foldCount() int {
+	n, rows := 0, e.unfoldedRows
+	for n < len(e.logRows) && (n < foldStep || rows > e.foldRows) {
+		rows -= e.logRows[n]
+		n++
+	}
+	return max(n, foldStep)
 }
 
 // loggedRows notes that the commit wrote a record changing rows rows.

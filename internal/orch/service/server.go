@@ -672,7 +672,27 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	s.writeStatus(w, r, req.Run)
+	// The action is done: its answer is the run's status, and a status that cannot be spooled
+	// (the spool's directory gone, its disk full) is built in memory instead, never answered
+	// as an error the caller would take for the action's.
+	_, sp, err := s.spoolStatus(r.Context(), req.Run, "", "\n", 0)
+	if err == nil {
+		defer sp.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		sp.WriteTo(w)
+		return
+	}
+	if s.Log != nil {
+		s.Log.Warn("an action's answer read without the spool", "run", req.Run, "action", r.PathValue("action"), "err", err)
+	}
+	run, err := s.Engine.Status(r.Context(), req.Run)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	s.addQueueState(r.Context(), &run)
+	writeJSON(w, http.StatusOK, run)
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
