@@ -26,18 +26,9 @@ func TestFold_RowsBounded(t *testing.T) {
 		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	path := filepath.Join(t.TempDir(), "orch.db")
-	db := openDB(t, path)
-	logged := &logRows{t: t, db: db.SQL()}
-	eng, err := orch.Open(context.Background(), db, audit.New(nil), exec, orch.Options{Observer: logged})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orch.SetFoldRows(eng, bound)
-	orch.SetFoldIdle(eng, time.Hour) // only the bound folds while the run goes on
-	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{tb: t, path: path, db: db, eng: eng, cancel: cancel, done: make(chan error, 1)}
-	go func() { h.done <- eng.Run(ctx) }()
-	t.Cleanup(h.stop)
+	logged := &logRows{t: t}
+	h := startRowBounded(t, path, exec, bound, logged)
+	logged.db = h.db.SQL()
 
 	id := h.submit(mkPlan(t, "rows", 100, layered(100, 100, 10)...))
 	r := h.wait(id)
@@ -84,4 +75,22 @@ func (l *logRows) Committed(orch.Batch) {
 	if int64(n) > l.most.Load() {
 		l.most.Store(int64(n))
 	}
+}
+
+// startRowBounded starts an engine on path, with exec and obs (nil: none), that folds the row
+// log only past rows rows waiting (or foldBound records), never when idle.
+func startRowBounded(t *testing.T, path string, exec orch.Executor, rows int, obs orch.Observer) *harness {
+	t.Helper()
+	db := openDB(t, path)
+	eng, err := orch.Open(context.Background(), db, audit.New(nil), exec, orch.Options{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orch.SetFoldRows(eng, rows)
+	orch.SetFoldIdle(eng, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{tb: t, path: path, db: db, eng: eng, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- eng.Run(ctx) }()
+	t.Cleanup(h.stop)
+	return h
 }

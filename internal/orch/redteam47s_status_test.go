@@ -77,9 +77,9 @@ func (o *everyCommitRows) Committed(b orch.Batch) {
 // TestRedteam47s_RowBoundHoldsBehindSmallRecords attacks the row bound of the row log. A
 // busy engine keeps many small records waiting (a chain of tasks fired and ended one at a
 // time, never idle, its run not sealed); then a skip cascade writes records of up to 2,048
-// rows each. Past foldRows each commit folds the two oldest records, which are small ones,
-// so the cascade's records pile up behind them. The test expects what TestFold_RowsBounded
-// allows: the log never holds more than the bound plus two cascade batches of rows, and
+// rows each, behind the busy run's small ones: a fold of a fixed count of records would let
+// the cascade's pile up behind them. The test expects what TestFold_RowsBounded allows: the
+// log never holds more than the bound plus two cascade batches of rows, and
 // the run's counts survive a stop and reopen.
 func TestRedteam47s_RowBoundHoldsBehindSmallRecords(t *testing.T) {
 	const bound, chain, wide = 2000, 300, 5000
@@ -90,18 +90,9 @@ func TestRedteam47s_RowBoundHoldsBehindSmallRecords(t *testing.T) {
 		return orch.Outcome{State: lifecycle.TaskSucceeded}
 	})
 	path := filepath.Join(t.TempDir(), "orch.db")
-	db := openDB(t, path)
-	seen := &everyCommitRows{t: t, db: db.SQL()}
-	eng, err := orch.Open(context.Background(), db, audit.New(nil), exec, orch.Options{Observer: seen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orch.SetFoldRows(eng, bound)
-	orch.SetFoldIdle(eng, time.Hour) // only the bounds fold while the run goes on
-	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{tb: t, path: path, db: db, eng: eng, cancel: cancel, done: make(chan error, 1)}
-	go func() { h.done <- eng.Run(ctx) }()
-	t.Cleanup(h.stop)
+	seen := &everyCommitRows{t: t}
+	h := startRowBounded(t, path, exec, bound, seen)
+	seen.db = h.db.SQL()
 
 	var specs []spec
 	for i := range chain {
@@ -349,7 +340,7 @@ func TestRedteam47s_UnfoldedReadIsTheFoldedRead(t *testing.T) {
 // reads the run over and over with StatusEach; every read must pass checkRunView, and the
 // run StatusEach returns must have the counts of the tasks it handed over.
 func TestRedteam47s_StatusConsistentWhileBusy(t *testing.T) {
-	const wide = 2500
+	const wide = 1100 // 2,200 skips: more than one cascade batch
 	var mu sync.Mutex
 	rootTries := 0
 	exec := newFakeExec(func(a orch.Attempt) orch.Outcome {
@@ -378,17 +369,37 @@ func TestRedteam47s_StatusConsistentWhileBusy(t *testing.T) {
 	id := h.submit(mkPlan(t, "busy", 20, specs...))
 	ctx := context.Background()
 
-	stop := make(chan struct{})
+	stop, poke := make(chan struct{}), make(chan struct{})
 	var reads atomic.Int64
 	var problems []string
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		events, unsub := h.eng.Subscribe(id)
+		defer func() { unsub() }()
 		for {
+			// A read after each burst of events (a commit's), or when poked: a reader that
+			// never paused would take the CPU the engine needs to go on.
 			select {
 			case <-stop:
 				return
-			default:
+			case <-poke:
+			case _, ok := <-events:
+				if !ok { // fell behind: watch again
+					unsub()
+					events, unsub = h.eng.Subscribe(id)
+				}
+			}
+		drained:
+			for {
+				select {
+				case _, ok := <-events:
+					if !ok {
+						break drained
+					}
+				default:
+					break drained
+				}
 			}
 			var handed []api.Task
 			r, err := h.eng.StatusEach(ctx, id, func(_ *api.Run, task *api.Task) error {
@@ -417,6 +428,7 @@ func TestRedteam47s_StatusConsistentWhileBusy(t *testing.T) {
 	}
 	r = h.wait(id, lifecycle.RunSucceeded)
 	before := reads.Load()
+	poke <- struct{}{}
 	agoratest.WaitFor(t, 30*time.Second, "the reader to read the ended run", func() bool { return reads.Load() > before })
 	close(stop)
 	<-done
