@@ -24,7 +24,6 @@ type runEncoder struct {
 	prefix, suffix string
 	started        bool
 	tasks          int
-	nameRuns       int // the run's NameRuns when not 0 (a watch asked for it by a shared name)
 	buf            bytes.Buffer
 	enc            *json.Encoder
 }
@@ -70,9 +69,6 @@ func (e *runEncoder) end(run api.Run) error {
 		return err
 	}
 	run.Tasks = nil
-	if e.nameRuns != 0 {
-		run.NameRuns = e.nameRuns
-	}
 	rest, err := json.Marshal(run)
 	if err != nil {
 		return err
@@ -104,11 +100,11 @@ func watchLine(lagged bool) string {
 // everywhere a task is shown), a task on a target in mode: learn included: what `agora orch
 // watch`, the MCP run tools and every other client of the service read (`agora orch status`
 // marks it from agora.db alone); a run whose dispatches cannot be read keeps the plan's
-// marks. prefix and suffix go around the run's JSON; nameRuns, when not 0, is its NameRuns.
-func (s *Server) spoolStatus(ctx context.Context, ref, prefix, suffix string, nameRuns int) (api.Run, *spool, error) {
+// marks. prefix and suffix go around the run's JSON; fields, when not nil, sets the run's
+// fields a route adds (written after its tasks).
+func (s *Server) spoolStatus(ctx context.Context, ref, prefix, suffix string, fields func(*api.Run)) (api.Run, *spool, error) {
 	sp := &spool{dir: s.Spool}
 	e := newRunEncoder(sp, prefix, suffix)
-	e.nameRuns = nameRuns
 	var learn map[string]bool
 	run, err := s.Engine.StatusEach(ctx, ref, func(run *api.Run, t *api.Task) error {
 		if e.tasks == 0 && s.LearnInRun != nil {
@@ -120,7 +116,9 @@ func (s *Server) spoolStatus(ctx context.Context, ref, prefix, suffix string, na
 		return e.task(t)
 	})
 	if err == nil {
-		s.addQueueState(ctx, &run)
+		if fields != nil {
+			fields(&run)
+		}
 		err = e.end(run)
 	}
 	if err != nil {
@@ -130,9 +128,9 @@ func (s *Server) spoolStatus(ctx context.Context, ref, prefix, suffix string, na
 	return run, sp, nil
 }
 
-// writeStatus answers with run ref's status.
+// writeStatus answers with run ref's status, its queue as the engine holds it now added.
 func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, ref string) {
-	_, sp, err := s.spoolStatus(r.Context(), ref, "", "\n", 0)
+	_, sp, err := s.spoolStatus(r.Context(), ref, "", "\n", func(run *api.Run) { s.addQueueState(r.Context(), run) })
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -147,7 +145,11 @@ func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, ref string)
 // when lagged) and returns the run (without its tasks); nameRuns, when not 0, is the run's
 // NameRuns. start is called, when not nil, before the line is written.
 func (s *Server) sendStatus(ctx context.Context, w http.ResponseWriter, id string, lagged bool, nameRuns int, start func()) (api.Run, error) {
-	run, sp, err := s.spoolStatus(ctx, id, watchLine(lagged), "}\n", nameRuns)
+	run, sp, err := s.spoolStatus(ctx, id, watchLine(lagged), "}\n", func(run *api.Run) {
+		if nameRuns != 0 {
+			run.NameRuns = nameRuns
+		}
+	})
 	if err != nil {
 		return run, err
 	}

@@ -675,7 +675,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	// The action is done: its answer is the run's status, and a status that cannot be spooled
 	// (the spool's directory gone, its disk full) is built in memory instead, never answered
 	// as an error the caller would take for the action's.
-	_, sp, err := s.spoolStatus(r.Context(), req.Run, "", "\n", 0)
+	_, sp, err := s.spoolStatus(r.Context(), req.Run, "", "\n", nil)
 	if err == nil {
 		defer sp.Close()
 		w.Header().Set("Content-Type", "application/json")
@@ -691,7 +691,6 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	s.addQueueState(r.Context(), &run)
 	writeJSON(w, http.StatusOK, run)
 }
 
