@@ -3,7 +3,6 @@ package orch_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -200,20 +199,6 @@ func checkRunView(r api.Run, tasks []api.Task, order []string) []string {
 	return bad
 }
 
-// jsonOf is v as JSON decodes it into plain values.
-func jsonOf(t *testing.T, v any) any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // retryingExec fails the first fails attempts of each task named r* (retryable, a red
 // verdict each) and succeeds the next (a green verdict); a task named ask asks a hostile
 // question, one named bad fails for good with a hostile detail, one named hold runs until the
@@ -306,7 +291,7 @@ func TestRedteam47s_UnfoldedReadIsTheFoldedRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	each.Tasks = handed
-	if !reflect.DeepEqual(jsonOf(t, each), jsonOf(t, unfolded)) {
+	if !reflect.DeepEqual(agoratest.PlainJSON(t, each), agoratest.PlainJSON(t, unfolded)) {
 		t.Error("StatusEach's tasks and run differ from Status's over the same records")
 	}
 
@@ -321,15 +306,15 @@ func TestRedteam47s_UnfoldedReadIsTheFoldedRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := jsonOf(t, unfolded), jsonOf(t, folded)
+	a, b := agoratest.PlainJSON(t, unfolded), agoratest.PlainJSON(t, folded)
 	if !reflect.DeepEqual(a, b) {
 		for i := range min(len(unfolded.Tasks), len(folded.Tasks)) {
-			if x, y := jsonOf(t, unfolded.Tasks[i]), jsonOf(t, folded.Tasks[i]); !reflect.DeepEqual(x, y) {
+			if x, y := agoratest.PlainJSON(t, unfolded.Tasks[i]), agoratest.PlainJSON(t, folded.Tasks[i]); !reflect.DeepEqual(x, y) {
 				t.Errorf("task %s unfolded %v\nfolded %v", unfolded.Tasks[i].ID, x, y)
 			}
 		}
 		unfolded.Tasks, folded.Tasks = nil, nil
-		t.Errorf("the unfolded read differs from the folded one: run %v\nfolded %v", jsonOf(t, unfolded), jsonOf(t, folded))
+		t.Errorf("the unfolded read differs from the folded one: run %v\nfolded %v", agoratest.PlainJSON(t, unfolded), agoratest.PlainJSON(t, folded))
 	}
 }
 

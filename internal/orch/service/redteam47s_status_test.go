@@ -130,7 +130,7 @@ func checkRunBytes(t *testing.T, what string, b []byte, line bool, want api.Run)
 		t.Fatalf("%s: %v", what, err)
 	}
 	got.QueueState = nil
-	if a, w := asJSON(t, got), asJSON(t, want); !reflect.DeepEqual(a, w) {
+	if a, w := agoratest.PlainJSON(t, got), agoratest.PlainJSON(t, want); !reflect.DeepEqual(a, w) {
 		t.Errorf("%s: the run differs from the engine's:\n%.600v\nengine's:\n%.600v", what, a, w)
 	}
 }
@@ -469,30 +469,8 @@ func TestRedteam47s_LargeStatusesAtOnce(t *testing.T) {
 		t.Errorf("the spool directory holds %v", left)
 	}
 
-	for range 6 {
-		conn, err := net.Dial("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() }) // before the server stops: its handler waits on the write
-		fmt.Fprintf(conn, "GET /v1/runs/%s/watch HTTP/1.1\r\nHost: orch\r\n\r\n", big.Run.ID)
-		conn.SetReadDeadline(time.Now().Add(20 * time.Second)) // a watch that never begins fails here, not at the test's deadline
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		if err != nil || !strings.Contains(line, "200") {
-			t.Fatalf("a stalled watcher's answer begins %q: %v", line, err)
-		}
-	}
-	other, err := c.Submit(ctx, api.SubmitRequest{File: "other.json", Actor: "test",
-		Source: []byte(`{"version": 1, "name": "other", "tasks": [{"id": "a", "subagent": "worker"}, {"id": "b", "subagent": "worker", "depends_on": ["a"]}]}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agoratest.WaitFor(t, 30*time.Second, "another run to end while watchers stall", func() bool {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		r, err := c.Status(ctx, other.Run.ID)
-		return err == nil && r.State == lifecycle.RunSucceeded
-	})
+	stallReaders(t, sock, "/v1/runs/"+big.Run.ID+"/watch", 6)
+	anotherRunEnds(t, c)
 }
 
 // TestRedteam47s_NotFoundAnswers attacks the routes that now read through Summary or the

@@ -3,7 +3,6 @@ package service_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/orch"
 	"github.com/agora-dev/agora/internal/orch/api"
+	"github.com/agora-dev/agora/internal/orch/client"
 	"github.com/agora-dev/agora/internal/orch/service"
 )
 
@@ -67,7 +67,7 @@ func TestServe_StatusOfALargeRun(t *testing.T) {
 		t.Fatalf("the status holds %d tasks, want 12000", len(got.Tasks))
 	}
 	got.QueueState = nil // the service's addition
-	if a, b := asJSON(t, got), asJSON(t, want); !reflect.DeepEqual(a, b) {
+	if a, b := agoratest.PlainJSON(t, got), agoratest.PlainJSON(t, want); !reflect.DeepEqual(a, b) {
 		t.Errorf("the service's status differs from the engine's")
 	}
 	if left, _ := os.ReadDir(spool); len(left) != 0 {
@@ -75,21 +75,36 @@ func TestServe_StatusOfALargeRun(t *testing.T) {
 	}
 
 	// Clients that read the first bytes of the status and then stop.
-	for range 6 {
+	stallReaders(t, sock, "/v1/runs/"+id, 6)
+	anotherRunEnds(t, c)
+}
+
+// stallReaders has n clients ask for path on sock, read the answer's first line and then
+// read no more (until the test ends): each one's answer waits on its write.
+func stallReaders(t *testing.T, sock, path string, n int) {
+	t.Helper()
+	for range n {
 		conn, err := net.Dial("unix", sock)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() }) // before the server stops: its handler waits on the write
-		fmt.Fprintf(conn, "GET /v1/runs/%s HTTP/1.1\r\nHost: orch\r\n\r\n", id)
-		// An answer that does not begin is a status waiting for a connection the clients
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: orch\r\n\r\n", path)
+		// An answer that does not begin is a read waiting for a connection the clients
 		// before hold.
 		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
 		line, err := bufio.NewReader(conn).ReadString('\n')
 		if err != nil || !strings.Contains(line, "200") {
-			t.Fatalf("a stalled client's answer begins %q: %v", line, err)
+			t.Fatalf("a stalled client's answer to %s begins %q: %v", path, line, err)
 		}
 	}
+}
+
+// anotherRunEnds submits a run of two tasks and waits for it to succeed: the engine still
+// commits.
+func anotherRunEnds(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx := t.Context()
 	other, err := c.Submit(ctx, api.SubmitRequest{File: "small.json", Actor: "test",
 		Source: []byte(`{"version": 1, "name": "small", "tasks": [{"id": "a", "subagent": "worker"}, {"id": "b", "subagent": "worker", "depends_on": ["a"]}]}`)})
 	if err != nil {
@@ -103,18 +118,4 @@ func TestServe_StatusOfALargeRun(t *testing.T) {
 		r, err := c.Status(ctx, other.Run.ID)
 		return err == nil && r.State == lifecycle.RunSucceeded
 	})
-}
-
-// asJSON is v as JSON decodes it into plain values.
-func asJSON(t *testing.T, v any) any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
