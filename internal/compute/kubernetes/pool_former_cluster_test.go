@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/agora-dev/agora/internal/compute"
@@ -218,4 +219,29 @@ func TestAgentSandboxPool_AdoptFormerIdentity(t *testing.T) {
 		_, err := admin.client.ExtensionsV1beta1().SandboxClaims(p.ns).Get(t.Context(), objectName(id), metav1.GetOptions{})
 		return err
 	})
+}
+
+// A former pool whose template changes between the sweep's read and its delete (the
+// controller updates a template it reconciles) is read again and deleted: a delete refused
+// for the change is not the last word on a pool nothing of this agora renews.
+func TestAgentSandboxPool_DeleteFormerPoolChangedMeanwhile(t *testing.T) {
+	_, p, admin, _ := poolSetup(t)
+	ctx := t.Context()
+	former := ensureTestPool(t, p, "former-changed", formerTestHome, 0)
+	templates := admin.client.ExtensionsV1beta1().SandboxTemplates(p.ns)
+	changed := 0
+	p.testOnlyPoolLapsing = func(name string) {
+		if name != former.Name || changed > 0 {
+			return
+		}
+		changed++
+		patch := []byte(`{"metadata":{"annotations":{"test.agora.dev/touched":"1"}}}`)
+		if _, err := templates.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Errorf("change the template between the read and the delete: %v", err)
+		}
+	}
+	gone, err := p.DeleteFormerPools(ctx, formerTestHome)
+	if err != nil || !slices.Contains(gone, former.Name) || changed != 1 {
+		t.Fatalf("DeleteFormerPools after its template changed = %v, %v (changed %d times); want pool %s deleted", gone, err, changed, former.Name)
+	}
 }

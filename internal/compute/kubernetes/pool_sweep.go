@@ -92,20 +92,50 @@ func (p *Provider) deleteHomePools(ctx context.Context, home, what string, del f
 		if !strings.HasPrefix(name, poolPrefix) || l.Items[i].Labels[labelPool] != name || l.Items[i].Labels[labelHome] != home {
 			continue
 		}
+		deleted, err := p.deleteHomePool(ctx, home, what, name, del)
+		if errors.As(err, new(fencedError)) {
+			return gone, errors.Join(append(errs, err)...)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if deleted {
+			gone = append(gone, name)
+		}
+	}
+	return gone, errors.Join(errs...)
+}
+
+// poolDeleteReads is how many times deleteHomePool reads a template whose delete found it
+// changed since it was read: the agent-sandbox controller updates a template it reconciles,
+// and each change made the sweep pass over a pool it should delete until the next sweep.
+const poolDeleteReads = 3
+
+// fencedError is deleteHomePool's error when this agora may no longer change the cluster:
+// the sweep stops there. Its message is the fence's.
+type fencedError struct{ error }
+
+func (e fencedError) Unwrap() error { return e.error }
+
+// deleteHomePool deletes home's pool name when its template, as read, is agora's and del
+// chooses it: the template is deleted as it was read (its uid and resourceVersion), and read
+// again when it changed meanwhile (a holder renewed its lease, the controller updated it), so
+// del decides on what stands. It reports whether it deleted the pool.
+func (p *Provider) deleteHomePool(ctx context.Context, home, what, name string, del func(t *templateObject) bool) (bool, error) {
+	for range poolDeleteReads {
 		t, err := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			continue // deleted already: SweepPools takes the policy
+			return false, nil // deleted already: SweepPools takes the policy
 		case err != nil:
-			errs = append(errs, fmt.Errorf("delete %s warm pool %s: %w", what, name, err))
-			continue
+			return false, fmt.Errorf("delete %s warm pool %s: %w", what, name, err)
 		case t.Labels[labelManagedBy] != managedBy || t.Labels[labelPool] != name || t.Labels[labelHome] != home || t.DeletionTimestamp != nil:
-			continue // not that pool's template as agora made it, or going
+			return false, nil // not that pool's template as agora made it, or going
 		case !del(t):
-			continue
+			return false, nil
 		}
 		if err := fenced(fmt.Sprintf("delete %s warm pool %s", what, name)); err != nil {
-			return gone, errors.Join(append(errs, err)...)
+			return false, fencedError{err}
 		}
 		if p.testOnlyPoolLapsing != nil {
 			p.testOnlyPoolLapsing(name)
@@ -114,15 +144,16 @@ func (p *Provider) deleteHomePools(ctx context.Context, home, what string, del f
 			PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
 			Preconditions:     &metav1.Preconditions{UID: &t.UID, ResourceVersion: &t.ResourceVersion}})
 		switch {
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// another sweep took it, it is another template now, or a holder renewed it
+		case apierrors.IsNotFound(err):
+			return false, nil // another sweep took it
+		case apierrors.IsConflict(err):
+			continue // it changed since it was read (or is another template now): read it again
 		case err != nil:
-			errs = append(errs, fmt.Errorf("delete %s warm pool %s: %w", what, name, err))
-		default:
-			gone = append(gone, name)
+			return false, fmt.Errorf("delete %s warm pool %s: %w", what, name, err)
 		}
+		return true, nil
 	}
-	return gone, errors.Join(errs...)
+	return false, nil // changing under every read: the next sweep looks again
 }
 
 // sweepPoolPolicy deletes np when nothing of its pool stands, and makes it again if something
