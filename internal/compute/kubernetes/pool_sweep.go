@@ -9,6 +9,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // SweepPools deletes the NetworkPolicies home's pools left behind. Pool.Delete takes a pool's
@@ -120,8 +121,10 @@ func (e fencedError) Unwrap() error { return e.error }
 // deleteHomePool deletes home's pool name when its template, as read, is agora's and del
 // chooses it: the template is deleted as it was read (its uid and resourceVersion), and read
 // again when it changed meanwhile (a holder renewed its lease, the controller updated it), so
-// del decides on what stands. It reports whether it deleted the pool.
+// del decides on what stands; a template made again meanwhile (another uid) is left. It
+// reports whether it deleted the pool.
 func (p *Provider) deleteHomePool(ctx context.Context, home, what, name string, del func(t *templateObject) bool) (bool, error) {
+	var first types.UID
 	for range poolDeleteReads {
 		t, err := p.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
@@ -129,6 +132,11 @@ func (p *Provider) deleteHomePool(ctx context.Context, home, what, name string, 
 			return false, nil // deleted already: SweepPools takes the policy
 		case err != nil:
 			return false, fmt.Errorf("delete %s warm pool %s: %w", what, name, err)
+		case first != "" && t.UID != first:
+			return false, nil // another template now, made since the first read: not this sweep's to judge
+		}
+		first = t.UID
+		switch {
 		case t.Labels[labelManagedBy] != managedBy || t.Labels[labelPool] != name || t.Labels[labelHome] != home || t.DeletionTimestamp != nil:
 			return false, nil // not that pool's template as agora made it, or going
 		case !del(t):
