@@ -126,11 +126,16 @@ func TestAgentSandboxPool_AttackKill9HolderOrphansPool(t *testing.T) {
 		}
 		// A sweep of the wait above takes the policy as soon as nothing stands for it, which
 		// can be before the template reads as gone: then no later sweep names it again.
-		np, err := p.client.NetworkingV1().NetworkPolicies(p.ns).Get(ctx, poolA, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || err == nil && np.DeletionTimestamp != nil {
+		// The policy is looked up as agora does (a list: its Role may list policies, not get
+		// one).
+		np, err := p.findPolicy(ctx, poolA)
+		if err == nil && (np == nil || np.DeletionTimestamp != nil) {
 			return nil
 		}
-		return fmt.Errorf("swept %v; pool %s's policy: %v", gone, poolA, err)
+		if err != nil {
+			return fmt.Errorf("swept %v; pool %s's policy: %w", gone, poolA, err)
+		}
+		return fmt.Errorf("swept %v; pool %s's policy stands", gone, poolA)
 	})
 	if _, err := template(poolB); err != nil {
 		t.Errorf("the next holder's own pool %s after the sweeps: %v", poolB, err)
