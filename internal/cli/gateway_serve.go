@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/agora-dev/agora/internal/cli/cmdutil"
 	"github.com/agora-dev/agora/internal/compute/remote"
@@ -76,7 +77,7 @@ func networkGateway(ctx context.Context, f *cmdutil.Factory, listen, advertise s
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := gatewayListener(f.Getenv, listen)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -100,6 +101,40 @@ func networkGateway(ctx context.Context, f *cmdutil.Factory, listen, advertise s
 	fmt.Fprintf(f.IO.ErrOut, "agora: gateway serving on %s as %s; pods trust %s\n", ln.Addr(), advertise,
 		filepath.Join(h.Dir, home.KeyDir, netgw.CACertFile))
 	return func(ctx context.Context) error { return srv.Serve(ctx, ln, certs.Server) }, nil
+}
+
+// ListenFDEnv names the descriptor of a listening socket the gateway's parent bound for it
+// (agora selftest's throw-away gateway): the port stays held from the parent's choice to the
+// gateway's start, where a port picked, closed and bound again could be taken meanwhile. The
+// socket must listen on --listen's address exactly.
+const ListenFDEnv = "AGORA_GATEWAY_LISTEN_FD"
+
+// gatewayListener is the gateway's socket on listen: the inherited one ListenFDEnv names,
+// else a new one.
+func gatewayListener(getenv func(string) string, listen string) (net.Listener, error) {
+	v := getenv(ListenFDEnv)
+	if v == "" {
+		return net.Listen("tcp", listen)
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q: want the number of an inherited descriptor, 3 or more", ListenFDEnv, v)
+	}
+	// The listener holds a copy of the descriptor; the inherited one is closed either way, so
+	// nothing this process starts inherits it.
+	file := os.NewFile(uintptr(fd), "inherited gateway listener")
+	defer file.Close()
+	ln, err := net.FileListener(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%d: not a listening socket: %w", ListenFDEnv, fd, err)
+	}
+	got, ok := ln.Addr().(*net.TCPAddr)
+	want, werr := net.ResolveTCPAddr("tcp", listen)
+	if !ok || werr != nil || !got.IP.Equal(want.IP) || got.Port != want.Port {
+		ln.Close()
+		return nil, fmt.Errorf("%s=%d listens on %s, not on --listen %s", ListenFDEnv, fd, ln.Addr(), listen)
+	}
+	return ln, nil
 }
 
 // hostWorkerVersion is what the gateway tells a pod's worker to match: the identity of the

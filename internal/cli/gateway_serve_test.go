@@ -24,34 +24,9 @@ import (
 // TestGatewayServeRun runs the real gateway (agora gateway serve, the factory's NetworkGateway): it makes its CA in AGORA_HOME/keys (keys 0600),
 // serves TLS 1.3 with a certificate for the advertised host, and stops on cancel.
 func TestGatewayServeRun(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "home")
-	errOut := &agoratest.SyncBuffer{}
-	f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}, func(k string) string {
-		if k == "AGORA_HOME" {
-			return dir
-		}
-		return ""
-	})
-	defer f.Close()
-	if _, err := home.Init(t.Context(), dir, agoradb.Migrations()); err != nil { // only 'agora init' makes a home
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, f, []string{"gateway", "serve", "--listen", "127.0.0.1:0", "--advertise", "https://127.0.0.1:8443"})
-	}()
-	addr := ""
-	re := regexp.MustCompile(`serving on (127\.0\.0\.1:\d+)`)
-	for deadline := time.Now().Add(20 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := re.FindStringSubmatch(errOut.String()); m != nil {
-			addr = m[1]
-		}
-	}
-	if addr == "" {
-		cancel()
-		t.Fatalf("the gateway did not start: %s (%v)", errOut.String(), <-done)
-	}
+	dir, errOut, done, cancel := startGatewayServe(t, func(string) string { return "" }, "127.0.0.1:0")
+	ctx := t.Context()
+	addr := regexp.MustCompile(`serving on (127\.0\.0\.1:\d+)`).FindStringSubmatch(errOut.String())[1]
 	caPEM, err := os.ReadFile(filepath.Join(dir, home.KeyDir, netgw.CACertFile))
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +36,7 @@ func TestGatewayServeRun(t *testing.T) {
 			t.Errorf("%s: %v %v, want mode 0600", k, fi, err)
 		}
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	pool := caPool(t, dir)
 	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
 	if err != nil {
 		t.Fatalf("TLS to the gateway with its CA: %v", err)
@@ -106,4 +80,54 @@ func TestGatewayServeRun(t *testing.T) {
 	if code := <-done; code != cmdutil.ExitOK {
 		t.Errorf("gateway serve after cancel: exit %d, want %d", code, cmdutil.ExitOK)
 	}
+}
+
+// startGatewayServe runs `agora gateway serve --listen listen` in a new home, with getenv's
+// variables beside AGORA_HOME, until the test cancels it, and returns once it says it serves:
+// the home, its stderr, its exit code to come and its cancel.
+func startGatewayServe(t *testing.T, getenv func(string) string, listen string) (string, *agoratest.SyncBuffer, chan int, context.CancelFunc) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "home")
+	errOut := &agoratest.SyncBuffer{}
+	f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}, func(k string) string {
+		if k == "AGORA_HOME" {
+			return dir
+		}
+		return getenv(k)
+	})
+	t.Cleanup(func() { f.Close() })
+	if _, err := home.Init(t.Context(), dir, agoradb.Migrations()); err != nil { // only 'agora init' makes a home
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, f, []string{"gateway", "serve", "--listen", listen, "--advertise", "https://127.0.0.1:8443"})
+	}()
+	// The line is the gateway's own event; the wait polls for it, bounded.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(errOut.String(), "serving on "); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the gateway did not start: %s (%v)", errOut.String(), <-done)
+		}
+		select {
+		case code := <-done:
+			cancel()
+			t.Fatalf("the gateway exited %d before serving: %s", code, errOut.String())
+		default:
+		}
+	}
+	return dir, errOut, done, cancel
+}
+
+// caPool is the pool of home dir's gateway CA.
+func caPool(t *testing.T, dir string) *x509.CertPool {
+	t.Helper()
+	caPEM, err := os.ReadFile(filepath.Join(dir, home.KeyDir, netgw.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return pool
 }

@@ -59,8 +59,25 @@ func TestPodGateway(t *testing.T) {
 	if g.Advertise != "https://localhost:"+port {
 		t.Errorf("Advertise = %q, want https://localhost:%s", g.Advertise, port)
 	}
+	// The port stays held until a gateway takes it over or the run closes it: another
+	// process cannot take it in between.
+	if ln, err := net.Listen("tcp", g.Listen); err == nil {
+		ln.Close()
+		t.Errorf("%s could be bound while the selftest holds it for its gateway", g.Listen)
+	}
+	g.Close()
+	g.Close() // again: harmless
+	if ln, err := net.Listen("tcp", g.Listen); err != nil {
+		t.Errorf("%s after Close: %v", g.Listen, err)
+	} else {
+		ln.Close()
+	}
+	var none *selftest.Gateway
+	none.Close() // a run without a gateway closes nothing
 	if g, err := selftest.PodGateway("", "https://127.0.0.1:8443"); err != nil || !strings.HasPrefix(g.Listen, "127.0.0.1:") {
 		t.Errorf("no listen: %+v, %v; want the advertised host", g, err)
+	} else {
+		g.Close()
 	}
 	for _, bad := range []string{"", "http://127.0.0.1:8443", "127.0.0.1:8443"} {
 		if _, err := selftest.PodGateway("", bad); err == nil {

@@ -194,6 +194,7 @@ func selftestTarget(ctx context.Context, opts *selftestOptions, c *config.Config
 		if gw, err = selftest.PodGateway(c.Gateway.Listen, cmp.Or(t.Gateway, c.Gateway.Advertise)); err != nil {
 			return nil, fmt.Errorf("target %s: %w", name, err)
 		}
+		defer gw.Close() // its port, if no gateway took it over
 	}
 	gwURL := ""
 	if gw != nil {
