@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"reflect"
+	"slices"
 	"time"
+
+	"github.com/agora-dev/agora/internal/orch/api"
 
 	"github.com/agora-dev/agora/internal/orch/reviewwire"
 	"github.com/agora-dev/agora/internal/orch/rowlog"
@@ -150,3 +153,16 @@ func (m *Memory) Limit() int64 {
 
 // DecodeReview reads a review object exactly ([reviewwire.Decode]).
 func DecodeReview(b []byte) (Review, error) { return reviewwire.Decode(b) }
+
+// StoreSpecAhead adds a task to run id's specs as an extension does before the commit that
+// writes its rows (storeSpecs, then the batch's flush): a read between them has a spec its
+// snapshot holds no row of.
+func StoreSpecAhead(e *Engine, id, task string) {
+	v, _ := e.specs.Load(id)
+	rs := v.(runSpecs)
+	x := *rs.tasks[0]
+	x.ID = task
+	rs.tasks = append(slices.Clip(rs.tasks), &x)
+	rs.added = append(slices.Clip(rs.added), api.Added{Cause: causeReview, Task: rs.tasks[0].ID})
+	e.specs.Store(id, rs)
+}

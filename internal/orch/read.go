@@ -168,14 +168,23 @@ func status(ctx context.Context, q querier, ov *overlay, ref string, cached func
 	defer atts.close()
 	var waiting []string // the tasks that ask a question, for the next step
 	for i, s := range specs {
+		row, ok, err := rows.at(i)
+		if err != nil {
+			return api.Run{}, err
+		}
+		if !ok && i >= planTasks {
+			// The engine holds an extension's tasks before the commit that writes their rows,
+			// and extensions commit in order: this task and those after it are not in the
+			// snapshot yet. The run is shown as the snapshot has it.
+			r.Total = i
+			break
+		}
 		t := taskView(s)
 		if i >= planTasks {
 			a := added[i-planTasks]
 			t.Added = &a
 		}
-		if row, ok, err := rows.at(i); err != nil {
-			return api.Run{}, err
-		} else if ok {
+		if ok {
 			if err := row.apply(&t); err != nil {
 				return api.Run{}, fmt.Errorf("run %s task %s: %w", r.ID, t.ID, err)
 			}
