@@ -2,6 +2,7 @@ package cli
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -45,6 +46,38 @@ func TestGatewayListener_Inherited(t *testing.T) {
 	defer c.Close()
 	if b := make([]byte, 2); func() bool { _, err := c.Read(b); return err != nil || string(b) != "ok" }() {
 		t.Error("the inherited socket does not serve")
+	}
+}
+
+// TestGatewayListener_InheritedAnyAddress: a socket on every address of a port matches a
+// --listen that names that port alone or the any address, and not one naming a single host.
+func TestGatewayListener_InheritedAnyAddress(t *testing.T) {
+	for _, c := range []struct {
+		listen string // "%d": the socket's port
+		ok     bool
+	}{{":%d", true}, {"0.0.0.0:%d", true}, {"[::]:%d", true}, {"127.0.0.1:%d", false}} {
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := ln.(*net.TCPListener).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, err := dupFD(f)
+		f.Close()
+		ln.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen := fmt.Sprintf(c.listen, ln.Addr().(*net.TCPAddr).Port)
+		got, err := gatewayListener(envOf(ListenFDEnv, strconv.Itoa(fd)), listen)
+		if (err == nil) != c.ok {
+			t.Errorf("a socket on %s for --listen %s: %v, want accepted %v", ln.Addr(), listen, err, c.ok)
+		}
+		if got != nil {
+			got.Close()
+		}
 	}
 }
 

@@ -130,11 +130,23 @@ func gatewayListener(getenv func(string) string, listen string) (net.Listener, e
 	}
 	got, ok := ln.Addr().(*net.TCPAddr)
 	want, werr := net.ResolveTCPAddr("tcp", listen)
-	if !ok || werr != nil || !got.IP.Equal(want.IP) || got.Port != want.Port {
+	if !ok || werr != nil || !sameTCPAddr(got, want) {
 		ln.Close()
 		return nil, fmt.Errorf("%s=%d listens on %s, not on --listen %s", ListenFDEnv, fd, ln.Addr(), listen)
 	}
 	return ln, nil
+}
+
+// sameTCPAddr says whether a socket on got listens where want names: the same port, and the
+// same address or both any address (":8443" listens on [::] or 0.0.0.0).
+func sameTCPAddr(got, want *net.TCPAddr) bool {
+	if got.Port != want.Port {
+		return false
+	}
+	if want.IP == nil || want.IP.IsUnspecified() {
+		return got.IP == nil || got.IP.IsUnspecified()
+	}
+	return got.IP.Equal(want.IP)
 }
 
 // hostWorkerVersion is what the gateway tells a pod's worker to match: the identity of the
