@@ -206,13 +206,19 @@ func (h *harness) submit(p *plan.Plan) string {
 	return id
 }
 
-// wait polls the run until it is in a terminal or needs_input state.
+// waitStall is how long a run may stand still (its state and counts unchanged) before
+// [harness.wait] says it never gets there: a run that moves is waited for however slow a
+// loaded machine makes it.
+const waitStall = 30 * time.Second
+
+// wait polls the run until it is in a terminal or needs_input state. The polls back off (a
+// status of a run of thousands of tasks is CPU the engine needs on a loaded machine).
 func (h *harness) wait(id string, states ...string) api.Run {
 	h.tb.Helper()
 	if len(states) == 0 {
 		states = []string{lifecycle.RunSucceeded, lifecycle.RunFailed, lifecycle.RunCancelled}
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	last, since, every := "", time.Now(), 2*time.Millisecond
 	for {
 		r, err := h.eng.Status(context.Background(), id)
 		if err != nil {
@@ -223,10 +229,13 @@ func (h *harness) wait(id string, states ...string) api.Run {
 				return r
 			}
 		}
-		if time.Now().After(deadline) {
-			h.tb.Fatalf("run %s still %s (%v) after 30s", id, r.State, r.Counts)
+		if now := fmt.Sprint(r.State, r.Counts); now != last {
+			last, since = now, time.Now()
+		} else if time.Since(since) > waitStall {
+			h.tb.Fatalf("run %s still %s (%v), unchanged for %s", id, r.State, r.Counts, waitStall)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(every)
+		every = min(2*every, 50*time.Millisecond)
 	}
 }
 

@@ -187,23 +187,34 @@ var (
 	rtOK   = orch.Outcome{State: lifecycle.TaskSucceeded}
 )
 
-// waitEnded polls run id's status until it ended, failing after d with its counts (a run
-// the engine left running for good).
-func waitEnded(t *testing.T, h *harness, id string, d time.Duration) api.Run {
+// waitEnded waits for run id to end, however long a loaded machine takes while the run
+// moves: it fails, saying the run never ends, only when its state and counts stay the same
+// for stall. The runs here end tasks all the time, so a run that stands still that long is
+// stuck, not slow.
+func waitEnded(t *testing.T, h *harness, id string, stall time.Duration) api.Run {
 	t.Helper()
 	var r api.Run
-	ok := agoratest.Poll(d, func() bool {
-		var err error
-		r, err = h.eng.Status(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
+	last, since := "", time.Now()
+	for {
+		var moved bool
+		ok := agoratest.Poll(stall, func() bool {
+			var err error
+			r, err = h.eng.Status(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now := fmt.Sprint(r.State, r.Counts); now != last {
+				last, since, moved = now, time.Now(), true
+			}
+			return lifecycle.RunEnded(r.State) || moved
+		})
+		switch {
+		case ok && lifecycle.RunEnded(r.State):
+			return r
+		case !ok || time.Since(since) >= stall:
+			t.Fatalf("run %s still %s with %v, unchanged for %s: it never ends", id, r.State, r.Counts, stall)
 		}
-		return lifecycle.RunEnded(r.State)
-	})
-	if !ok {
-		t.Fatalf("run %s still %s with %v after %s: it never ends", id, r.State, r.Counts, d)
 	}
-	return r
 }
 
 // twoRootSpecs is two roots, ra and rb, wide tasks under each (ra-I, rb-I), and both tasks
