@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,10 +86,10 @@ func TestGatewayServeRun(t *testing.T) {
 // startGatewayServe runs `agora gateway serve --listen listen` in a new home, with getenv's
 // variables beside AGORA_HOME, until the test cancels it, and returns once it says it serves:
 // the home, its stderr, its exit code to come and its cancel.
-func startGatewayServe(t *testing.T, getenv func(string) string, listen string) (string, *agoratest.SyncBuffer, chan int, context.CancelFunc) {
+func startGatewayServe(t *testing.T, getenv func(string) string, listen string) (string, *gatewayErr, chan int, context.CancelFunc) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "home")
-	errOut := &agoratest.SyncBuffer{}
+	errOut := &gatewayErr{serving: make(chan struct{})}
 	f := NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}, func(k string) string {
 		if k == "AGORA_HOME" {
 			return dir
@@ -104,18 +105,12 @@ func startGatewayServe(t *testing.T, getenv func(string) string, listen string) 
 	go func() {
 		done <- Run(ctx, f, []string{"gateway", "serve", "--listen", listen, "--advertise", "https://127.0.0.1:8443"})
 	}()
-	// The line is the gateway's own event; the wait polls for it, bounded.
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(errOut.String(), "serving on "); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("the gateway did not start: %s (%v)", errOut.String(), <-done)
-		}
-		select {
-		case code := <-done:
-			cancel()
-			t.Fatalf("the gateway exited %d before serving: %s", code, errOut.String())
-		default:
-		}
+	// Its line on stderr is the event the wait is for; the test's own timeout bounds it.
+	select {
+	case <-errOut.serving:
+	case code := <-done:
+		cancel()
+		t.Fatalf("the gateway exited %d before serving: %s", code, errOut.String())
 	}
 	return dir, errOut, done, cancel
 }
@@ -130,4 +125,19 @@ func caPool(t *testing.T, dir string) *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	return pool
+}
+
+// gatewayErr is the gateway's stderr, closing serving once it says it serves.
+type gatewayErr struct {
+	agoratest.SyncBuffer
+	once    sync.Once
+	serving chan struct{}
+}
+
+func (g *gatewayErr) Write(p []byte) (int, error) {
+	n, err := g.SyncBuffer.Write(p)
+	if strings.Contains(g.String(), "serving on ") {
+		g.once.Do(func() { close(g.serving) })
+	}
+	return n, err
 }

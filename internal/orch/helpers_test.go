@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -211,31 +212,41 @@ func (h *harness) submit(p *plan.Plan) string {
 // loaded machine makes it.
 const waitStall = 30 * time.Second
 
-// wait polls the run until it is in a terminal or needs_input state. The polls back off (a
-// status of a run of thousands of tasks is CPU the engine needs on a loaded machine).
+// wait waits until the run is in a terminal or needs_input state (or one of states).
 func (h *harness) wait(id string, states ...string) api.Run {
 	h.tb.Helper()
 	if len(states) == 0 {
 		states = []string{lifecycle.RunSucceeded, lifecycle.RunFailed, lifecycle.RunCancelled}
 	}
-	last, since, every := "", time.Now(), 2*time.Millisecond
+	return h.waitMoving(id, waitStall, func(r api.Run) bool { return slices.Contains(states, r.State) })
+}
+
+// waitMoving reads run id until done holds of it. No event says a run moved, so it polls
+// (agoratest.Poll, backing off: a status of thousands of tasks is CPU the engine needs), and
+// fails only when the run's state and counts stay the same for stall: a run that moves is
+// waited for however slow a loaded machine makes it.
+func (h *harness) waitMoving(id string, stall time.Duration, done func(api.Run) bool) api.Run {
+	h.tb.Helper()
+	var r api.Run
+	last := ""
 	for {
-		r, err := h.eng.Status(context.Background(), id)
-		if err != nil {
-			h.tb.Fatal(err)
-		}
-		for _, s := range states {
-			if r.State == s {
-				return r
+		moved := false
+		ok := agoratest.Poll(stall, func() bool {
+			var err error
+			if r, err = h.eng.Status(context.Background(), id); err != nil {
+				h.tb.Fatal(err)
 			}
+			if now := fmt.Sprint(r.State, r.Counts); now != last {
+				last, moved = now, true
+			}
+			return done(r) || moved
+		})
+		if !ok {
+			h.tb.Fatalf("run %s still %s with %v, unchanged for %s", id, r.State, r.Counts, stall)
 		}
-		if now := fmt.Sprint(r.State, r.Counts); now != last {
-			last, since = now, time.Now()
-		} else if time.Since(since) > waitStall {
-			h.tb.Fatalf("run %s still %s (%v), unchanged for %s", id, r.State, r.Counts, waitStall)
+		if done(r) {
+			return r
 		}
-		time.Sleep(every)
-		every = min(2*every, 50*time.Millisecond)
 	}
 }
 

@@ -188,33 +188,11 @@ var (
 )
 
 // waitEnded waits for run id to end, however long a loaded machine takes while the run
-// moves: it fails, saying the run never ends, only when its state and counts stay the same
-// for stall. The runs here end tasks all the time, so a run that stands still that long is
-// stuck, not slow.
+// moves ([harness.waitMoving]): the runs here end tasks all the time, so one whose state and
+// counts stand still for stall is stuck, not slow.
 func waitEnded(t *testing.T, h *harness, id string, stall time.Duration) api.Run {
 	t.Helper()
-	var r api.Run
-	last, since := "", time.Now()
-	for {
-		var moved bool
-		ok := agoratest.Poll(stall, func() bool {
-			var err error
-			r, err = h.eng.Status(context.Background(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if now := fmt.Sprint(r.State, r.Counts); now != last {
-				last, since, moved = now, time.Now(), true
-			}
-			return lifecycle.RunEnded(r.State) || moved
-		})
-		switch {
-		case ok && lifecycle.RunEnded(r.State):
-			return r
-		case !ok || time.Since(since) >= stall:
-			t.Fatalf("run %s still %s with %v, unchanged for %s: it never ends", id, r.State, r.Counts, stall)
-		}
-	}
+	return h.waitMoving(id, stall, func(r api.Run) bool { return lifecycle.RunEnded(r.State) })
 }
 
 // twoRootSpecs is two roots, ra and rb, wide tasks under each (ra-I, rb-I), and both tasks
