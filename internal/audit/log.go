@@ -42,8 +42,10 @@ type Log struct {
 // SparseTree returns a log like l whose appends store the tree's nodes only from level 4 up
 // (about one node row per eight entries instead of one per entry): readers compute a lower
 // node that is not stored from the leaf hashes audit_entries holds, so proofs, roots and
-// bundles are the same bytes. A log's writers may mix both; the orchestrator, which writes hundreds of
-// entries per commit, uses it (the write it saves is a b-tree insert per entry).
+// bundles are the same bytes. A log's writers may mix both. The orchestrator (hundreds of
+// entries a commit), the MCP server and dispatch records (a commit of one or two entries for
+// each tool call or step, where the node's page is one of the six or seven a commit writes)
+// use it: what it saves is a b-tree insert, and mostly a page, per entry.
 func (l *Log) SparseTree() *Log {
 	c := *l
 	c.sparse = true

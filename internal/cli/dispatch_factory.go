@@ -53,7 +53,7 @@ func dispatcher(ctx context.Context, f *cmdutil.Factory) (*dispatch.Dispatcher, 
 	}
 	reader := view.New(h.DB, h.Blobs)
 	return &dispatch.Dispatcher{
-		Records: dispatch.NewRecords(h.DB, audit.New(f.Now), f.Now),
+		Records: dispatch.NewRecords(h.DB, audit.New(f.Now).SparseTree(), f.Now),
 		Catalog: reader,
 		Blobs:   h.Blobs,
 		Unseal: func(ctx context.Context, ref string) ([]byte, error) {

@@ -143,7 +143,7 @@ func mcpRun(ctx context.Context, opts *mcpOptions) error {
 		return err
 	}
 	ctx, stop := context.WithCancel(ctx)
-	auditor := audit.NewBatcher(h.DB, audit.New(f.Now))
+	auditor := audit.NewBatcher(h.DB, audit.New(f.Now).SparseTree())
 	var wg sync.WaitGroup
 	wg.Go(func() { auditor.Run(ctx) })
 	defer wg.Wait()
