@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
@@ -86,6 +87,9 @@ type Dispatcher struct {
 	// dispatches whose supervisor died while their worker runs on (adopt.go); nil: Reap
 	// leaves them live for [OrphanWait], for a supervisor host to adopt.
 	Adopt *Adoption
+	// teardowns, set by [Dispatcher.BackgroundTeardowns], runs the teardowns Supervise
+	// leaves behind when it returns; nil: Supervise tears down before it returns.
+	teardowns *sync.WaitGroup
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.
@@ -93,6 +97,9 @@ type Dispatcher struct {
 	// testOnlyCancelWait, when set, is Cancel's wait for a live supervisor in place of
 	// cancelWait: a test of a stuck supervisor waits a second, not fifteen.
 	testOnlyCancelWait time.Duration
+	// testOnlyBeforeRelease, when set, runs first in every supervision's release (teardown.go):
+	// a test holds the release there.
+	testOnlyBeforeRelease func()
 	// testOnlyHostname, when set, is the host name this Dispatcher's home identity on
 	// Kubernetes was computed with by an older agora (k8sHomes): a test plays two hosts.
 	testOnlyHostname string

@@ -12,6 +12,10 @@ func StageAsInvokingUser(d *Dispatcher) { d.testOnlyInvokingUser = true }
 // SetCancelWait makes d's Cancel wait w, not cancelWait, for a live supervisor to record the end.
 func SetCancelWait(d *Dispatcher, w time.Duration) { d.testOnlyCancelWait = w }
 
+// SetBeforeRelease makes every supervision of d call hold first when it releases its sandbox,
+// stage and uid lease (teardown.go).
+func SetBeforeRelease(d *Dispatcher, hold func()) { d.testOnlyBeforeRelease = hold }
+
 // CheckCommand is checkCommand's refusal text, for the runtimes no test can register yet (codex).
 var CheckCommand = checkCommandText
 

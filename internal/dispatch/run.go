@@ -121,6 +121,12 @@ func (s *supervision) enter(phase string) {
 func (s *supervision) cleanup() {
 	s.closeLogs()
 	_ = s.gw.close()
+	s.release()
+}
+
+// release is cleanup after the logs and the network: the sandbox's task, its stage's work
+// and the uid lease. It touches nothing the dispatch's record or its caller reads.
+func (s *supervision) release() {
 	if s.abandoned {
 		// As a supervisor killed here: the task, the stage and the uid lease stay for the
 		// leader that holds the lease, whose reap or adoption takes them.

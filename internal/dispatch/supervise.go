@@ -59,7 +59,7 @@ func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress
 	s := &supervision{d: d, r: r, progress: progress, sp: sp}
 	// After the end is recorded and reported (see run): a holder waiting on the record, and
 	// the CLI behind it, need not wait for the unmounts.
-	defer s.cleanup()
+	defer d.tearDown(s)
 	outcome, err := s.run(ctx)
 	if ferr := store.CheckFence(); ferr != nil && s.handle != nil {
 		// The leader that started this supervisor lost its lease (a fenced child,

@@ -125,11 +125,11 @@ func dispatchResidentRun(ctx context.Context, opts *dispatchResidentOptions) err
 	if err != nil {
 		return err
 	}
-	runner, closeWarm, err := residentRunner(ctx, f, h, log)
+	runner, closeRunner, err := residentRunner(ctx, f, h, log)
 	if err != nil {
 		return err
 	}
-	defer closeWarm()
+	defer closeRunner()
 	sock := filepath.Join(dir, residentSocket)
 	ln, err := service.Listen(sock)
 	if err != nil {
@@ -180,20 +180,23 @@ func residentIdle(flag time.Duration, c *config.Config) (time.Duration, error) {
 
 // residentRunner is serve's hand-off runner over this home's dispatcher and its local warm
 // slots, held to the environment and process context the resident was started in; close
-// discards the slots not claimed.
+// discards the slots not claimed and waits for the dispatches' teardowns.
 func residentRunner(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *slog.Logger) (*handoffRunner, func(), error) {
 	d, err := f.Dispatcher(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	// The CLI behind a hand-off exits once its dispatch's end is recorded, not after the
+	// stage's unmount and removal; the resident waits for those before it leaves.
+	teardowns := d.BackgroundTeardowns()
 	sup := detach.For(d)
 	sb, err := detach.NewLocalStandbys(ctx, d, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	closeWarm := func() {}
+	closeRunner := teardowns
 	if sb != nil {
-		sup.Standbys, closeWarm = sb, sb.Close
+		sup.Standbys, closeRunner = sb, func() { sb.Close(); teardowns() }
 		go func() {
 			if err := sb.Publish(ctx); err != nil {
 				log.Warn("warm slots status", "err", err)
@@ -211,10 +214,10 @@ func residentRunner(ctx context.Context, f *cmdutil.Factory, h *home.Home, log *
 		}
 	}
 	if err != nil {
-		closeWarm()
+		closeRunner()
 		return nil, nil, err
 	}
-	return runner, closeWarm, nil
+	return runner, closeRunner, nil
 }
 
 // residentWholeEnv reports whether a dispatch of the home may run a program that reads any
