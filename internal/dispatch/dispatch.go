@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/blob"
@@ -87,9 +86,9 @@ type Dispatcher struct {
 	// dispatches whose supervisor died while their worker runs on (adopt.go); nil: Reap
 	// leaves them live for [OrphanWait], for a supervisor host to adopt.
 	Adopt *Adoption
-	// teardowns, set by [Dispatcher.BackgroundTeardowns], runs the teardowns Supervise
-	// leaves behind when it returns; nil: Supervise tears down before it returns.
-	teardowns *sync.WaitGroup
+	// teardowns, set by [Dispatcher.BackgroundTeardowns], runs the releases Supervise
+	// leaves behind when it returns; nil: Supervise releases before it returns.
+	teardowns *teardowns
 
 	// testOnlyInvokingUser makes a root agora stage and run sandboxes as an unprivileged one
 	// does (as the invoking user, no disk quota), so tests running as root cover that path.
@@ -100,6 +99,9 @@ type Dispatcher struct {
 	// testOnlyBeforeRelease, when set, runs first in every supervision's release (teardown.go):
 	// a test holds the release there.
 	testOnlyBeforeRelease func()
+	// testOnlySettling, when set, runs when a dispatch that found no free uid is about to
+	// wait for the background releases (teardown.go).
+	testOnlySettling func()
 	// testOnlyHostname, when set, is the host name this Dispatcher's home identity on
 	// Kubernetes was computed with by an older agora (k8sHomes): a test plays two hosts.
 	testOnlyHostname string

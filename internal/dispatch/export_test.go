@@ -16,6 +16,10 @@ func SetCancelWait(d *Dispatcher, w time.Duration) { d.testOnlyCancelWait = w }
 // stage and uid lease (teardown.go).
 func SetBeforeRelease(d *Dispatcher, hold func()) { d.testOnlyBeforeRelease = hold }
 
+// SetSettling makes every dispatch of d that found no free uid call hook before it waits for
+// the background releases (teardown.go).
+func SetSettling(d *Dispatcher, hook func()) { d.testOnlySettling = hook }
+
 // CheckCommand is checkCommand's refusal text, for the runtimes no test can register yet (codex).
 var CheckCommand = checkCommandText
 

@@ -198,7 +198,11 @@ func (s *supervision) prepare(ctx context.Context) error {
 		}
 	}
 	if limits.owner != nil && s.lease == nil {
-		if s.lease, err = leaseUID(d.StateDir, s.target.SandboxUID, r.ID); err != nil {
+		s.lease, err = leaseUID(d.StateDir, s.target.SandboxUID, r.ID)
+		if errors.Is(err, errNoFreeUID) && d.settleTeardowns(ctx) {
+			s.lease, err = leaseUID(d.StateDir, s.target.SandboxUID, r.ID)
+		}
+		if err != nil {
 			return fail(lifecycle.ReasonProviderFailed, "%v", err)
 		}
 		limits.owner = &compute.HostUser{UID: s.lease.uid, GID: s.lease.uid}

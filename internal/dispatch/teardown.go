@@ -1,6 +1,9 @@
 package dispatch
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // BackgroundTeardowns makes every later Supervise of d return as soon as the dispatch's end
 // is recorded and reported and its logs are closed, and release the rest after it returns:
@@ -11,9 +14,56 @@ import "sync"
 // Supervise releases everything before it returns, as a process that may exit right after
 // needs. A process killed while a release runs leaves what a killed supervisor leaves: a
 // held stage that Reap takes.
+//
+// A dispatch that finds no free sandbox uid waits for the releases running then and tries
+// again: the uid a release still holds is its own process's, and a dispatch started after
+// another's end is not refused for that one's uid (a target's range may be one uid).
 func (d *Dispatcher) BackgroundTeardowns() (wait func()) {
-	d.teardowns = new(sync.WaitGroup)
-	return d.teardowns.Wait
+	d.teardowns = &teardowns{pending: map[chan struct{}]struct{}{}}
+	return d.teardowns.wg.Wait
+}
+
+// teardowns are the releases Supervise leaves running after it returns.
+type teardowns struct {
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	pending map[chan struct{}]struct{} // guarded by mu: one for each release running, closed when it ends
+}
+
+// start runs release in the background.
+func (t *teardowns) start(release func()) {
+	done := make(chan struct{})
+	t.mu.Lock()
+	t.pending[done] = struct{}{}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.wg.Done()
+		defer close(done)
+		release()
+		t.mu.Lock()
+		delete(t.pending, done)
+		t.mu.Unlock()
+	}()
+}
+
+// settle waits until the releases running now have ended (not those begun later), or ctx
+// ends. It reports whether it waited for any, and then all of them ended.
+func (t *teardowns) settle(ctx context.Context) bool {
+	t.mu.Lock()
+	running := make([]chan struct{}, 0, len(t.pending))
+	for c := range t.pending {
+		running = append(running, c)
+	}
+	t.mu.Unlock()
+	for _, c := range running {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return len(running) > 0
 }
 
 // tearDown ends s's supervision: its logs and network now, the rest now or, after
@@ -29,5 +79,17 @@ func (d *Dispatcher) tearDown(s *supervision) {
 		release()
 		return
 	}
-	d.teardowns.Go(release)
+	d.teardowns.start(release)
+}
+
+// settleTeardowns waits for this process's background releases running now (see
+// BackgroundTeardowns) and reports whether there were any, all since ended.
+func (d *Dispatcher) settleTeardowns(ctx context.Context) bool {
+	if d.teardowns == nil {
+		return false
+	}
+	if hook := d.testOnlySettling; hook != nil {
+		hook()
+	}
+	return d.teardowns.settle(ctx)
 }

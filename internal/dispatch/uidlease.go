@@ -43,6 +43,9 @@ func (l *uidLease) release() {
 	}
 }
 
+// errNoFreeUID is leaseUID's refusal when every uid it tried is held.
+var errNoFreeUID = errors.New("no free sandbox uid")
+
 // leaseUID picks the uid dispatch id runs as: its own of the target's range
 // ([compute.SandboxUIDFor]), or, when a running dispatch of this home holds that one, the next
 // free uid of the range. The hash alone lets two concurrent dispatches share a uid by chance,
@@ -81,7 +84,7 @@ func leaseUID(stateDir string, first config.UID, id string) (*uidLease, error) {
 			return nil, fmt.Errorf("lease sandbox uid %d: %w", uid, err)
 		}
 	}
-	return nil, fmt.Errorf("no free sandbox uid: dispatches running or not yet reaped hold the first %d tried of the range from %d", min(n, maxUIDProbes), lo)
+	return nil, fmt.Errorf("%w: dispatches running or not yet reaped hold the first %d tried of the range from %d", errNoFreeUID, min(n, maxUIDProbes), lo)
 }
 
 // claimUID, with f's lock held, reports whether the uid of lease file f is free, and if so
