@@ -60,3 +60,31 @@ func Running(pid int) bool {
 	}
 	return st.State != "Z" || st.Threads > 1
 }
+
+// ProcsOfUID lists the pids of the processes whose real uid is uid, zombies aside: what still
+// runs as a sandbox's uid.
+func ProcsOfUID(uid string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, ent := range ents {
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		var state, real string
+		for l := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(l, "State:"); ok {
+				state = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+				if f := strings.Fields(v); len(f) > 0 {
+					real = f[0]
+				}
+			}
+		}
+		if real == uid && !strings.HasPrefix(state, "Z") {
+			out = append(out, ent.Name())
+		}
+	}
+	return out
+}

@@ -48,7 +48,7 @@ func (t *teardowns) start(release func()) {
 }
 
 // settle waits until the releases running now have ended (not those begun later), or ctx
-// ends. It reports whether it waited for any, and then all of them ended.
+// ends, and reports whether they did.
 func (t *teardowns) settle(ctx context.Context) bool {
 	t.mu.Lock()
 	running := make([]chan struct{}, 0, len(t.pending))
@@ -63,7 +63,7 @@ func (t *teardowns) settle(ctx context.Context) bool {
 			return false
 		}
 	}
-	return len(running) > 0
+	return true
 }
 
 // tearDown ends s's supervision: its logs and network now, the rest now or, after
@@ -83,7 +83,9 @@ func (d *Dispatcher) tearDown(s *supervision) {
 }
 
 // settleTeardowns waits for this process's background releases running now (see
-// BackgroundTeardowns) and reports whether there were any, all since ended.
+// BackgroundTeardowns) and reports whether a lease refused before it may be tried again:
+// true once they have ended, even none, for one may have ended between the refusal and
+// this wait.
 func (d *Dispatcher) settleTeardowns(ctx context.Context) bool {
 	if d.teardowns == nil {
 		return false

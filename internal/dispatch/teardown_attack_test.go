@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -84,38 +85,7 @@ echo x > /tmp/left; echo x > ./left; (sleep 30 &) ; setsid sleep 31 &`)
 	if m := mountsUnder(t, e.home.Dir); len(m) != 0 {
 		t.Errorf("mounted after the wait: %v", m)
 	}
-	if pids := uidProcs(t, "2147483647"); len(pids) != 0 {
+	if pids := agoratest.ProcsOfUID("2147483647"); len(pids) != 0 {
 		t.Errorf("processes still run as the sandbox uid after the wait: %v", pids)
 	}
-}
-
-// uidProcs lists the pids of processes (zombies aside) whose real uid is uid.
-func uidProcs(t *testing.T, uid string) []string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, ent := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		var st, u string
-		for l := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(l, "State:"); ok {
-				st = strings.TrimSpace(v)
-			}
-			if v, ok := strings.CutPrefix(l, "Uid:"); ok {
-				if f := strings.Fields(v); len(f) > 0 {
-					u = f[0]
-				}
-			}
-		}
-		if u == uid && !strings.HasPrefix(st, "Z") {
-			out = append(out, ent.Name())
-		}
-	}
-	return out
 }

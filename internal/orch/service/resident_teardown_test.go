@@ -83,33 +83,6 @@ func (e *env) leasedUID(id string) string {
 	return ""
 }
 
-// procsOfUID lists the live (not zombie) processes whose real uid is uid.
-func procsOfUID(uid string) []string {
-	ents, _ := os.ReadDir("/proc")
-	var out []string
-	for _, ent := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		var st, u string
-		for l := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(l, "State:"); ok {
-				st = strings.TrimSpace(v)
-			}
-			if v, ok := strings.CutPrefix(l, "Uid:"); ok {
-				if f := strings.Fields(v); len(f) > 0 {
-					u = f[0]
-				}
-			}
-		}
-		if u == uid && !strings.HasPrefix(st, "Z") {
-			out = append(out, ent.Name())
-		}
-	}
-	return out
-}
-
 // taskCgroups lists the cgroup v2 directories named for dispatch id (agora-ID-*).
 func taskCgroups(id string) []string {
 	var out []string
@@ -161,7 +134,7 @@ func TestResident_HostileLeftoversGone(t *testing.T) {
 		}
 		// The CLI has its answer: the sandbox's processes are gone already (its tree is
 		// killed before the end is recorded), whatever the release has yet to do.
-		if pids := procsOfUID(uid); len(pids) != 0 {
+		if pids := agoratest.ProcsOfUID(uid); len(pids) != 0 {
 			t.Errorf("%s: processes still run as its uid %s after its CLI exited: %v", id, uid, pids)
 		}
 	}
