@@ -219,6 +219,9 @@ func TestResident_KilledWithPendingRelease(t *testing.T) {
 	if code, _, stderr := e.oneShot(nil, "--subagent", "ok"); code != 0 {
 		t.Fatalf("the next dispatch: exit %d\n%s", code, stderr)
 	}
+	// It ran its dispatch itself and starts a new resident after it: stopped only once it
+	// listens (a --stop before then finds none, and the resident starts after it).
+	e.waitNewResident(pid)
 	if out := e.runAllowFail("dispatch", "describe", id); !strings.Contains(out, "finished") {
 		t.Errorf("the killed resident's dispatch reads:\n%s", out)
 	}
