@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
@@ -245,7 +246,7 @@ func TestRedTeam3_CancelledRecordLeaksQuotaMount(t *testing.T) {
 	if _, err := e.d.Reap(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if m := mountsUnder(t, stage); len(m) > 0 {
+	if m := agoratest.MountsUnder(t, stage); len(m) > 0 {
 		ents, _ := os.ReadDir(stage)
 		t.Errorf("dispatch %s is %s and its supervisor is dead, yet after Reap its disk quota is still mounted on the host: %v (stage holds %v)",
 			r.ID, final.State, m, ents)

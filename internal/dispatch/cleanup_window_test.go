@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func TestSupervise_KilledBetweenEndAndCleanup(t *testing.T) {
 	}
 	t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
 	agoratest.WaitFor(t, 10*time.Second, "strace to attach to every thread of the supervisor", func() bool {
-		return allThreadsTraced(pid)
+		return agoratest.AllThreadsTraced(sup.Process.Pid)
 	})
 	var final *dispatch.Record
 	agoratest.WaitFor(t, 30*time.Second, "the dispatch to end", func() bool {
@@ -71,7 +70,7 @@ func TestSupervise_KilledBetweenEndAndCleanup(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.home.Dir, home.DispatchDir, ".held", r.ID)); err != nil {
 		t.Fatalf("the stage is released before the window (%v): not the window under test", err)
 	}
-	if m := mountsUnder(t, stage); len(m) == 0 {
+	if m := agoratest.MountsUnder(t, stage); len(m) == 0 {
 		t.Fatal("the disk quota is unmounted before the window: not the window under test")
 	}
 	sup.Process.Kill()
@@ -100,7 +99,7 @@ func TestSupervise_KilledBetweenEndAndCleanup(t *testing.T) {
 	if ends != 1 {
 		t.Errorf("%d end entries of dispatch %s in the audit, want 1", ends, r.ID)
 	}
-	if m := mountsUnder(t, stage); len(m) > 0 {
+	if m := agoratest.MountsUnder(t, stage); len(m) > 0 {
 		t.Errorf("after the kill and Reap the disk quota is still mounted: %v", m)
 	}
 	for _, work := range []string{"bundle", "disk", "workspace", "out"} {
@@ -114,24 +113,4 @@ func TestSupervise_KilledBetweenEndAndCleanup(t *testing.T) {
 	if cgs, _ := filepath.Glob(filepath.Join(cgroupParentOfSelf(t), "agora-"+r.ID+"-*")); len(cgs) > 0 {
 		t.Errorf("after the kill and Reap the task cgroup %v is left behind", cgs)
 	}
-}
-
-// allThreadsTraced says whether every thread of process pid has a tracer.
-func allThreadsTraced(pid string) bool {
-	tasks, err := os.ReadDir(filepath.Join("/proc", pid, "task"))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(filepath.Join("/proc", pid, "task", task.Name(), "status"))
-		if err != nil {
-			return false
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "TracerPid:"); ok && strings.TrimSpace(v) == "0" {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
@@ -43,23 +44,6 @@ func (e *env) limitsBlob(a *dispatch.Artifact) string {
 		e.t.Fatal(err)
 	}
 	return string(b)
-}
-
-// mountsUnder lists the mount points at or below dir in this process's mount table.
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			out = append(out, f[4])
-		}
-	}
-	return out
 }
 
 // forkBomb starts 400 children that each sleep (one process each, never exiting early) from
@@ -133,7 +117,7 @@ func TestDispatch_DiskQuotaExceeded(t *testing.T) {
 		t.Errorf("isolation %q, want +disk-quota", r.Isolation)
 	}
 	stage := filepath.Join(e.home.Dir, home.DispatchDir, r.ID)
-	if m := mountsUnder(t, stage); len(m) > 0 {
+	if m := agoratest.MountsUnder(t, stage); len(m) > 0 {
 		t.Errorf("mounts left under the stage after the dispatch: %v", m)
 	}
 	if _, err := os.Stat(filepath.Join(stage, "stdout.log")); err != nil {
@@ -176,7 +160,7 @@ func TestDispatch_DiskQuotaCountsTheClone(t *testing.T) {
 	if r.State != lifecycle.DispatchFailed || r.Reason != lifecycle.ReasonLimitExceeded || !strings.Contains(r.Detail, "while cloning") {
 		t.Fatalf("state %s (%s: %s), want failed limit-exceeded while cloning", r.State, r.Reason, r.Detail)
 	}
-	if m := mountsUnder(t, filepath.Join(e.home.Dir, home.DispatchDir, r.ID)); len(m) > 0 {
+	if m := agoratest.MountsUnder(t, filepath.Join(e.home.Dir, home.DispatchDir, r.ID)); len(m) > 0 {
 		t.Errorf("mounts left after the dispatch: %v", m)
 	}
 }
@@ -224,7 +208,7 @@ func TestDispatch_SupervisorKilledUnmountsQuota(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if m := mountsUnder(t, stage); len(m) != 1 {
+	if m := agoratest.MountsUnder(t, stage); len(m) != 1 {
 		t.Fatalf("mounts under the stage of a running quota'd dispatch: %v, want one", m)
 	}
 	sup.Process.Kill()
@@ -236,14 +220,14 @@ func TestDispatch_SupervisorKilledUnmountsQuota(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if m := mountsUnder(t, stage); len(m) != 1 {
+	if m := agoratest.MountsUnder(t, stage); len(m) != 1 {
 		t.Fatalf("before the reap: mounts %v, want the quota still mounted (nobody unmounted it)", m)
 	}
 	n, err := e.d.Reap(t.Context())
 	if err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v; want 1", n, err)
 	}
-	if m := mountsUnder(t, stage); len(m) > 0 {
+	if m := agoratest.MountsUnder(t, stage); len(m) > 0 {
 		t.Errorf("after the reap: mounts %v left under the stage", m)
 	}
 	ents, _ := os.ReadDir(stage)

@@ -8,7 +8,7 @@ import (
 // BackgroundTeardowns makes every later Supervise of d return as soon as the dispatch's end
 // is recorded and reported and its logs are closed, and release the rest after it returns:
 // the sandbox's host side, the stage's disk quota (an unmount) and its files, the uid lease.
-// The returned wait waits for the releases begun so far. A long-lived process calls it once,
+// The returned wait waits for the releases begun so far (none begins once no Supervise runs). A long-lived process calls it once,
 // before its first Supervise, and waits before it exits: the resident dispatcher, whose
 // caller (the one-shot CLI) then exits without waiting for the unmount. Without it,
 // Supervise releases everything before it returns, as a process that may exit right after
@@ -19,13 +19,13 @@ import (
 // again: the uid a release still holds is its own process's, and a dispatch started after
 // another's end is not refused for that one's uid (a target's range may be one uid).
 func (d *Dispatcher) BackgroundTeardowns() (wait func()) {
-	d.teardowns = &teardowns{pending: map[chan struct{}]struct{}{}}
-	return d.teardowns.wg.Wait
+	t := &teardowns{pending: map[chan struct{}]struct{}{}}
+	d.teardowns = t
+	return func() { t.settle(context.Background()) }
 }
 
 // teardowns are the releases Supervise leaves running after it returns.
 type teardowns struct {
-	wg      sync.WaitGroup
 	mu      sync.Mutex
 	pending map[chan struct{}]struct{} // guarded by mu: one for each release running, closed when it ends
 }
@@ -35,10 +35,8 @@ func (t *teardowns) start(release func()) {
 	done := make(chan struct{})
 	t.mu.Lock()
 	t.pending[done] = struct{}{}
-	t.wg.Add(1)
 	t.mu.Unlock()
 	go func() {
-		defer t.wg.Done()
 		defer close(done)
 		release()
 		t.mu.Lock()

@@ -82,7 +82,7 @@ echo x > /tmp/left; echo x > ./left; (sleep 30 &) ; setsid sleep 31 &`)
 	if len(held) != 0 {
 		t.Errorf("held after the wait: %v", held)
 	}
-	if m := mountsUnder(t, e.home.Dir); len(m) != 0 {
+	if m := agoratest.MountsUnder(t, e.home.Dir); len(m) != 0 {
 		t.Errorf("mounted after the wait: %v", m)
 	}
 	if pids := agoratest.ProcsOfUID("2147483647"); len(pids) != 0 {

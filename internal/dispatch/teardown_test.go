@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -68,7 +69,7 @@ func TestSupervise_BackgroundTeardowns(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(stage, "bundle")); err != nil {
 		t.Fatalf("the bundle is gone while the release waits: %v", err)
 	}
-	if os.Geteuid() == 0 && len(mountsUnder(t, stage)) == 0 {
+	if os.Geteuid() == 0 && len(agoratest.MountsUnder(t, stage)) == 0 {
 		t.Fatal("the disk quota is unmounted while the release waits")
 	}
 
@@ -83,7 +84,7 @@ func TestSupervise_BackgroundTeardowns(t *testing.T) {
 			t.Errorf("%s stays after the wait: %v", dir, err)
 		}
 	}
-	if m := mountsUnder(t, stage); len(m) != 0 {
+	if m := agoratest.MountsUnder(t, stage); len(m) != 0 {
 		t.Errorf("mounts stay after the wait: %v", m)
 	}
 	// Nothing the caller reads went with the release: the record is as it was.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
@@ -238,7 +239,7 @@ func TestRedStage_NeighbourAndMisfit(t *testing.T) {
 	}
 	w.Close()
 	warmRoot := filepath.Join(e.home.Dir, home.DispatchDir, ".warm")
-	if m := mountsUnder(t, warmRoot); len(m) > 0 {
+	if m := agoratest.MountsUnder(t, warmRoot); len(m) > 0 {
 		t.Errorf("mounts left of the closed pools' slots: %v", m)
 	}
 	if dirs, _ := filepath.Glob(filepath.Join(warmRoot, config.DefaultTarget, "slot-*")); len(dirs) > 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/home"
@@ -72,13 +73,13 @@ func TestWarm_StagedAhead(t *testing.T) {
 		t.Errorf("patch warm %q, cold %q", e.patch(hot), e.patch(cold))
 	}
 	for _, r := range []*dispatch.Record{cold, hot} {
-		if m := mountsUnder(t, filepath.Join(e.home.Dir, home.DispatchDir, r.ID)); len(m) > 0 {
+		if m := agoratest.MountsUnder(t, filepath.Join(e.home.Dir, home.DispatchDir, r.ID)); len(m) > 0 {
 			t.Errorf("mounts left under %s's stage: %v", r.ID, m)
 		}
 	}
 	w.Close()
 	warmRoot := filepath.Join(e.home.Dir, home.DispatchDir, ".warm")
-	if m := mountsUnder(t, warmRoot); len(m) > 0 {
+	if m := agoratest.MountsUnder(t, warmRoot); len(m) > 0 {
 		t.Errorf("mounts left of the closed pools' slots: %v", m)
 	}
 	if dirs, _ := filepath.Glob(filepath.Join(warmRoot, config.DefaultTarget, "slot-*")); len(dirs) > 0 {

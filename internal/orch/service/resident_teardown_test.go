@@ -32,19 +32,21 @@ func slowUnmounts(t *testing.T, pid int, d time.Duration) *exec.Cmd {
 	must(t, tr.Start())
 	t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
 	agoratest.WaitFor(t, 10*time.Second, "strace to trace every thread of the resident", func() bool {
-		tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
-		if err != nil || len(tasks) == 0 {
-			return false
-		}
-		for _, task := range tasks {
-			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "status"))
-			if err != nil || strings.Contains(string(b), "TracerPid:\t0\n") {
-				return false
-			}
-		}
-		return true
+		return agoratest.AllThreadsTraced(pid)
 	})
 	return tr
+}
+
+// requireReleased fails t unless nothing of the home's dispatches is held or mounted any
+// more, when (a moment of the test) has passed.
+func (e *env) requireReleased(when string) {
+	e.t.Helper()
+	if held := e.heldStages(); len(held) != 0 {
+		e.t.Errorf("held %s: %v", when, held)
+	}
+	if m := agoratest.MountsUnder(e.t, e.home); len(m) != 0 {
+		e.t.Errorf("mounted %s: %v", when, m)
+	}
 }
 
 // heldStages lists the home's held index.
@@ -141,12 +143,7 @@ func TestResident_HostileLeftoversGone(t *testing.T) {
 	if n := e.stopResident(); n != 3 {
 		t.Errorf("the resident took %d dispatches, want 3", n)
 	}
-	if held := e.heldStages(); len(held) != 0 {
-		t.Errorf("held after the resident left: %v", held)
-	}
-	if m := mountsUnder(t, e.home); len(m) != 0 {
-		t.Errorf("mounted after the resident left: %v", m)
-	}
+	e.requireReleased("after the resident left")
 	for _, id := range ids {
 		if cgs := taskCgroups(id); len(cgs) != 0 {
 			t.Errorf("%s: task cgroups left after the resident left: %v", id, cgs)
@@ -181,12 +178,7 @@ func TestResident_StopWaitsForPendingReleases(t *testing.T) {
 	if syscall.Kill(pid, 0) == nil && agoratest.Running(pid) {
 		t.Errorf("--stop returned while the resident (pid %d) runs", pid)
 	}
-	if held := e.heldStages(); len(held) != 0 {
-		t.Errorf("held after --stop returned: %v", held)
-	}
-	if m := mountsUnder(t, e.home); len(m) != 0 {
-		t.Errorf("mounted after --stop returned: %v", m)
-	}
+	e.requireReleased("after --stop returned")
 }
 
 // TestResident_KilledWithPendingRelease: the resident is killed with -9 while a handed
@@ -207,7 +199,7 @@ func TestResident_KilledWithPendingRelease(t *testing.T) {
 	}
 	id := dispatchID(t, stderr)
 	agoratest.WaitFor(t, 10*time.Second, "the release to reach its unmount", func() bool {
-		return len(mountsUnder(t, filepath.Join(e.home, "dispatches", id))) != 0
+		return len(agoratest.MountsUnder(t, filepath.Join(e.home, "dispatches", id))) != 0
 	})
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
 	tr.Process.Kill()
@@ -226,12 +218,7 @@ func TestResident_KilledWithPendingRelease(t *testing.T) {
 		t.Errorf("the killed resident's dispatch reads:\n%s", out)
 	}
 	e.stopResident()
-	if held := e.heldStages(); len(held) != 0 {
-		t.Errorf("held after the next dispatch and its resident: %v", held)
-	}
-	if m := mountsUnder(t, e.home); len(m) != 0 {
-		t.Errorf("mounted after the next dispatch and its resident: %v", m)
-	}
+	e.requireReleased("after the next dispatch and its resident")
 }
 
 // TestResident_BackToBackOneUID: a target whose sandbox_uid range is one uid wide

@@ -184,28 +184,7 @@ func TestResident_StartsAndTakesTheNext(t *testing.T) {
 	}
 	// Its CLIs exited before their stages were released (BackgroundTeardowns); the resident
 	// released them all before it left: none is held, nothing is mounted under the home.
-	if held, _ := os.ReadDir(filepath.Join(e.home, "dispatches", ".held")); len(held) != 0 {
-		t.Errorf("stages still held after the resident left: %v", held)
-	}
-	if m := mountsUnder(t, e.home); len(m) != 0 {
-		t.Errorf("mounts under the home after the resident left: %v", m)
-	}
-}
-
-// mountsUnder lists the mount points at or below dir in this process's mount table.
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			out = append(out, f[4])
-		}
-	}
-	return out
+	e.requireReleased("after the resident left")
 }
 
 // TestResident_Leaves: a resident leaves after resident.idle with no dispatch, when
