@@ -73,6 +73,14 @@ type cachingConn struct {
 	query driver.QueryerContext
 	stmts map[string]*cachedStmt
 	begin string
+	// inTx: a BEGIN ran and no COMMIT or ROLLBACK succeeded after it, so the connection may be
+	// inside a transaction. Such a connection is never handed on (IsValid): its next user's
+	// BEGIN would fail "cannot start a transaction within a transaction", and a transaction
+	// left open holds the write lock or a snapshot the WAL cannot be checkpointed past. It is
+	// set before the BEGIN runs because a BEGIN can take effect and still report an error:
+	// the driver reports a context that ends during a statement as the statement's error,
+	// even when the statement completed.
+	inTx bool
 }
 
 type cachedStmt struct {
@@ -121,11 +129,57 @@ func (c *cachingConn) evict() {
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	cs := c.stmt(ctx, query)
-	if cs == nil {
-		return c.exec.ExecContext(ctx, query, args)
+	effect := txEffectOf(query)
+	if effect == txBegins {
+		c.inTx = true
 	}
-	return cs.st.(driver.StmtExecContext).ExecContext(ctx, args)
+	var r driver.Result
+	var err error
+	if cs := c.stmt(ctx, query); cs == nil {
+		r, err = c.exec.ExecContext(ctx, query, args)
+	} else {
+		r, err = cs.st.(driver.StmtExecContext).ExecContext(ctx, args)
+	}
+	if effect == txEnds && err == nil {
+		c.inTx = false
+	}
+	return r, err
+}
+
+type txEffect int
+
+const (
+	txNone txEffect = iota
+	txBegins
+	txEnds
+)
+
+// txEffectOf says whether query begins or ends a transaction, by its first word: BEGIN or
+// SAVEPOINT begins one (a savepoint outside a transaction opens it); COMMIT, END and a
+// ROLLBACK that is not ROLLBACK TO end it. RELEASE is neither: only SQLite knows whether it
+// released the outermost savepoint, so a connection that used one is not handed on.
+func txEffectOf(query string) txEffect {
+	q := strings.TrimLeft(query, " \t\r\n")
+	word := q
+	if i := strings.IndexAny(q, " \t\r\n;"); i >= 0 {
+		word = q[:i]
+	}
+	switch {
+	case strings.EqualFold(word, "BEGIN"), strings.EqualFold(word, "SAVEPOINT"):
+		return txBegins
+	case strings.EqualFold(word, "COMMIT"), strings.EqualFold(word, "END"):
+		return txEnds
+	case strings.EqualFold(word, "ROLLBACK"):
+		rest := strings.Fields(q[len(word):])
+		if len(rest) > 0 && strings.EqualFold(rest[0], "TRANSACTION") {
+			rest = rest[1:]
+		}
+		if len(rest) > 0 && strings.EqualFold(strings.TrimRight(rest[0], ";"), "TO") {
+			return txNone
+		}
+		return txEnds
+	}
+	return txNone
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -163,9 +217,9 @@ func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (drive
 
 type cachedTx struct{ c *cachingConn }
 
-// Commit commits; when COMMIT fails (SQLITE_BUSY) the transaction may still be open, and
-// database/sql hands the connection on as if it were not: it is rolled back first, as the
-// driver's own Commit does.
+// Commit commits; when COMMIT fails (SQLITE_BUSY) the transaction may still be open: it is
+// rolled back, as the driver's own Commit does, and when that fails too the connection is
+// not handed on (inTx stays set).
 func (t cachedTx) Commit() error {
 	_, err := t.c.ExecContext(context.Background(), "COMMIT", nil)
 	if err != nil {
@@ -180,13 +234,21 @@ func (t cachedTx) Rollback() error {
 }
 
 func (c *cachingConn) ResetSession(ctx context.Context) error {
+	if c.inTx {
+		return driver.ErrBadConn
+	}
 	if r, ok := c.Conn.(driver.SessionResetter); ok {
 		return r.ResetSession(ctx)
 	}
 	return nil
 }
 
+// IsValid is false for a connection that may be inside a transaction: database/sql then
+// closes it instead of putting it back in the pool.
 func (c *cachingConn) IsValid() bool {
+	if c.inTx {
+		return false
+	}
 	if v, ok := c.Conn.(driver.Validator); ok {
 		return v.IsValid()
 	}

@@ -254,3 +254,124 @@ func TestStmtCache_BeginIsImmediate(t *testing.T) {
 		t.Errorf("the committed row seen by another connection: %d, %v", n, err)
 	}
 }
+
+// A request's context that ends while its transaction begins must never leave the pool a
+// connection inside a transaction: the next BEGIN on it would fail "cannot start a
+// transaction within a transaction", for every caller, until the process ends.
+func TestStmtCache_BeginCanceledLeavesNoTransactionOpen(t *testing.T) {
+	db, _ := cachedConn(t)
+	var begun, refused int
+	for i := range 400 {
+		ctx, cancel := context.WithCancel(t.Context())
+		go cancel()
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: i%2 == 0})
+		if err == nil {
+			begun++
+			_ = tx.Rollback()
+		} else {
+			refused++
+		}
+		cancel()
+		if _, err := db.Exec(`INSERT INTO u(id) VALUES (?)`, i); err != nil {
+			t.Fatalf("after begin %d (%d begun, %d refused by their context), a write on the pool's one connection: %v", i, begun, refused, err)
+		}
+	}
+	t.Logf("%d begun, %d refused by their context", begun, refused)
+}
+
+// A connection handed back inside a transaction (a reader's BEGIN whose ROLLBACK never ran,
+// or failed) is closed, not pooled: the next user gets a fresh connection and its BEGIN works.
+func TestStmtCache_ConnectionLeftInTransactionNotPooled(t *testing.T) {
+	db, leaked := cachedConn(t)
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), `BEGIN DEFERRED`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), `SELECT count(*) FROM t`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close() // no ROLLBACK: the transaction is still open
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("BEGIN after a connection came back inside a transaction: %v", err)
+	}
+	if _, err := tx.Exec(`INSERT INTO t(v) VALUES ('after')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err = db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Raw(func(dc any) error {
+		if dc.(*cachingConn) == leaked {
+			t.Error("the connection left inside a transaction is still in the pool")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The same through the driver's own words: COMMIT and ROLLBACK that succeed hand the
+	// connection on; a ROLLBACK TO a savepoint does not end the transaction.
+	for _, c := range []struct {
+		stmts []string
+		valid bool
+	}{
+		{[]string{`BEGIN`, `COMMIT`}, true},
+		{[]string{`begin immediate`, `end`}, true},
+		{[]string{`BEGIN`, `ROLLBACK TRANSACTION`}, true},
+		{[]string{`SAVEPOINT a`, `ROLLBACK TO a`}, false},
+		{[]string{`SAVEPOINT a`, `ROLLBACK TRANSACTION TO SAVEPOINT a`}, false},
+		{[]string{`ROLLBACK`}, true}, // fails (no transaction is active) and changes nothing
+	} {
+		if err := conn.Raw(func(dc any) error {
+			cc := dc.(*cachingConn)
+			for _, s := range c.stmts {
+				_, _ = cc.ExecContext(t.Context(), s, nil)
+			}
+			if got := cc.IsValid(); got != c.valid {
+				t.Errorf("after %q the connection's IsValid is %v, want %v", c.stmts, got, c.valid)
+			}
+			_, _ = cc.ExecContext(t.Context(), `ROLLBACK`, nil)
+			cc.inTx = false
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A COMMIT refused with the transaction still open (a deferred foreign key still violated)
+// is rolled back, so the connection goes back to the pool clean and the next BEGIN works.
+func TestStmtCache_FailedCommitRolledBack(t *testing.T) {
+	db, cc := cachedConn(t)
+	if _, err := db.Exec(`CREATE TABLE p (id INTEGER PRIMARY KEY); CREATE TABLE c (p INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`INSERT INTO c(p) VALUES (7)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+		t.Fatalf("COMMIT with a deferred foreign key violated: %v, want its refusal", err)
+	}
+	if cc.inTx {
+		t.Error("after the refused COMMIT's ROLLBACK the connection is still marked inside a transaction")
+	}
+	if _, err := db.Exec(`INSERT INTO t(v) VALUES ('next')`); err != nil {
+		t.Fatalf("a write after the refused COMMIT: %v", err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM c`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the refused transaction's row: %d rows, %v; want it rolled back", n, err)
+	}
+}
