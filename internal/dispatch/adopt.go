@@ -339,7 +339,12 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 		}
 	}
 	if fi, err := os.Lstat(filepath.Join(st.disk, wire.OutDir)); err == nil && fi.IsDir() {
-		st.workspace, st.out, st.diskSize = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir), limits.disk
+		bundle, capFiles := st.bundle, st.capFiles
+		st.onQuota(limits.disk)
+		if _, err := os.Lstat(st.bundle); errors.Is(err, fs.ErrNotExist) {
+			// Staged by a build that kept the bundle and capability files beside the quota.
+			st.bundle, st.capFiles = bundle, capFiles
+		}
 	} else {
 		st.disk = ""
 	}
@@ -396,7 +401,7 @@ func restage(st *stage, disk int64) error {
 		return err
 	}
 	if disk > 0 && mountQuota(st.disk, filepath.Base(st.dir), disk) == nil {
-		st.workspace, st.out = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir)
+		st.onQuota(disk)
 	}
 	for _, dir := range []string{st.bundle, st.out} {
 		if err := os.Mkdir(dir, 0o700); err != nil {
