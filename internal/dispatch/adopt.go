@@ -339,12 +339,7 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 		}
 	}
 	if fi, err := os.Lstat(filepath.Join(st.disk, wire.OutDir)); err == nil && fi.IsDir() {
-		bundle, capFiles := st.bundle, st.capFiles
-		st.onQuota(limits.disk)
-		if _, err := os.Lstat(st.bundle); errors.Is(err, fs.ErrNotExist) {
-			// Staged by a build that kept the bundle and capability files beside the quota.
-			st.bundle, st.capFiles = bundle, capFiles
-		}
+		st.workspace, st.out, st.diskSize = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir), limits.disk
 	} else {
 		st.disk = ""
 	}
@@ -401,7 +396,7 @@ func restage(st *stage, disk int64) error {
 		return err
 	}
 	if disk > 0 && mountQuota(st.disk, filepath.Base(st.dir), disk) == nil {
-		st.onQuota(disk)
+		st.workspace, st.out = filepath.Join(st.disk, wire.WorkspaceDir), filepath.Join(st.disk, wire.OutDir)
 	}
 	for _, dir := range []string{st.bundle, st.out} {
 		if err := os.Mkdir(dir, 0o700); err != nil {

@@ -178,40 +178,25 @@ func newStageFrom(stateDir, id string, l stageLimits, pre *prestaged) (*stage, e
 		}
 		return s, nil
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+	if err := os.MkdirAll(s.bundle, 0o700); err != nil {
 		s.removeWork()
 		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 	}
 	if l.disk > 0 {
 		disk := filepath.Join(s.dir, diskDir)
 		if err := mountQuota(disk, id, l.disk); err == nil {
-			s.disk = disk
-			s.onQuota(l.disk)
+			s.disk, s.diskSize = disk, l.disk
+			s.workspace, s.out = filepath.Join(disk, wire.WorkspaceDir), filepath.Join(disk, wire.OutDir)
 		}
 		// Else nothing here can mount (a container without CAP_SYS_ADMIN, say): the
 		// dispatch runs as an unprivileged agora's would, and its isolation says
 		// disk-unenforced. `agora doctor` tells why.
 	}
-	for _, dir := range []string{s.bundle, s.out} {
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			s.removeWork()
-			return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
-		}
+	if err := os.MkdirAll(s.out, 0o700); err != nil {
+		s.removeWork()
+		return nil, fmt.Errorf("stage dispatch %s: %w", id, err)
 	}
 	return s, nil
-}
-
-// onQuota places what the stage holds only while the dispatch runs on its disk quota's
-// tmpfs, mounted at s.disk: the bundle and capability files with the workspace and out
-// directory. The stage directory's own filesystem then makes and deletes only the logs, the
-// phase file and the mount point: a dozen files and directories made and deleted per
-// dispatch on ext4 cost a millisecond or more each way (its inode allocator steps over the
-// recently deleted inodes), on a tmpfs a fraction of that, and the unmount takes them all
-// at once. The bundle's few files count against the quota.
-func (s *stage) onQuota(size int64) {
-	s.diskSize = size
-	s.workspace, s.out = filepath.Join(s.disk, wire.WorkspaceDir), filepath.Join(s.disk, wire.OutDir)
-	s.bundle, s.capFiles = filepath.Join(s.disk, wire.BundleDir), filepath.Join(s.disk, wire.CapabilityFilesDir)
 }
 
 // mountQuota mounts a tmpfs of size bytes at dir for dispatch id. Its root is 0700 root; the

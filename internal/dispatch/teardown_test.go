@@ -66,11 +66,7 @@ func TestSupervise_BackgroundTeardowns(t *testing.T) {
 	if _, err := os.Stat(heldEntry); err != nil {
 		t.Fatalf("the stage is not held while its release waits: %v", err)
 	}
-	bundle := filepath.Join(stage, "bundle")
-	if os.Geteuid() == 0 {
-		bundle = filepath.Join(stage, "disk", "bundle") // on the quota with the workspace
-	}
-	if _, err := os.Stat(bundle); err != nil {
+	if _, err := os.Stat(filepath.Join(stage, "bundle")); err != nil {
 		t.Fatalf("the bundle is gone while the release waits: %v", err)
 	}
 	if os.Geteuid() == 0 && len(agoratest.MountsUnder(t, stage)) == 0 {

@@ -395,9 +395,8 @@ func (w *WarmPools) fillOnce(ctx context.Context, target string, t config.Target
 }
 
 // slotStage is the stage a bubblewrap slot makes ahead (local's slotstage.go): the
-// places newStage would make for a dispatch of a root agora, in the same layout (all four
-// on the quota when there is one, as stage.onQuota places them), on a disk quota of quota
-// bytes as mountQuota mounts it (named after the slot; 0: none).
+// places newStage would make for a dispatch of a root agora, in the same layout, on a disk
+// quota of quota bytes as mountQuota mounts it (named after the slot; 0: none).
 func slotStage(quota int64) *compute.SlotStage {
 	st := &compute.SlotStage{Dirs: map[string]string{
 		wire.BundlePath:          wire.BundleDir,
@@ -410,9 +409,8 @@ func slotStage(quota int64) *compute.SlotStage {
 		st.Mount = func(dir string) error {
 			return mountQuota(dir, filepath.Base(filepath.Dir(filepath.Dir(dir))), quota)
 		}
-		for place, dir := range st.Dirs {
-			st.Dirs[place] = diskDir + "/" + dir
-		}
+		st.Dirs[wire.WorkspacePath] = diskDir + "/" + wire.WorkspaceDir
+		st.Dirs[wire.OutPath] = diskDir + "/" + wire.OutDir
 	}
 	return st
 }

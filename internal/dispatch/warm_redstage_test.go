@@ -252,11 +252,9 @@ func TestRedStage_NeighbourAndMisfit(t *testing.T) {
 
 // TestRedStage_MountTableAsDocumented: what a staged dispatch's mount table shows of /agora
 // differs from a cold one's only as docs/providers.md says: the claim root's own mount (every
-// warm slot's, stacked on the slot's claim directory, which may show too) and the quota's
-// name (agora-slot-N, not agora- and the dispatch id), which every place under /agora but the
-// worker's binary is bound from. Without a quota the host paths they are bound from differ
-// too (the slot's stage, not the dispatch's directory); they name the target, so the docs
-// list them.
+// warm slot's, stacked on the slot's claim directory, which may show too), the quota's name (agora-slot-N, not agora- and the dispatch id) and the host
+// paths its bundle and capability files are bound from (the slot's stage, not the dispatch's
+// directory). The paths name the target, so the docs must list them.
 func TestRedStage_MountTableAsDocumented(t *testing.T) {
 	e, w := warmEnv(t, 1)
 	e.setTarget(func(tg *config.Target) { tg.Disk = 16 << 20 })
