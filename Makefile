@@ -144,10 +144,10 @@ warm:
 	CGO_ENABLED=1 $(GO) vet $(TRIM) $(RACE) ./...
 	$(GO) list $(TRIM) -export -deps -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}' ./cmd/agora ./cmd/agora-full ./cmd/agora-worker
 
-# Every fuzz target for 2 s (FUZZTIME=30s make fuzz-short for a longer look), two packages at a
-# time; under make test, with the binaries built beside the earlier steps (FUZZBIN).
+# Every fuzz target for 1 s (FUZZTIME=30s make fuzz-short for a longer look; ADR 0033), two
+# packages at a time; under make test, with the binaries built beside the earlier steps (FUZZBIN).
 fuzz-short:
-	FUZZTIME=$${FUZZTIME:-2s} ./scripts/fuzz-short.sh
+	FUZZTIME=$${FUZZTIME:-1s} ./scripts/fuzz-short.sh
 
 # A third-party client (the MCP Inspector CLI, from npm) against the real binary.
 mcp-inspector:

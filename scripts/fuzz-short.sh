@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target in the module (or in the packages given as arguments) briefly (FUZZTIME each, default 2s), so CI exercises the
+# Runs every fuzz target in the module (or in the packages given as arguments) briefly (FUZZTIME each, default 1s: ADR 0033), so CI exercises the
 # fuzzers and their corpora on every change.
 #
 #   scripts/fuzz-short.sh [PKG...]              build each package's fuzz binary, fuzz every target
@@ -31,7 +31,7 @@ if [ "${1:-}" = --build-only ]; then
   build_only=$2
   shift 2
 fi
-fuzztime=${FUZZTIME:-2s}
+fuzztime=${FUZZTIME:-1s}
 if [ -n "${FUZZBIN:-}" ]; then
   mkdir -p "$FUZZBIN" && FUZZBIN=$(cd "$FUZZBIN" && pwd) # the targets run from their package's directory
 fi
