@@ -343,6 +343,10 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 	} else {
 		st.disk = ""
 	}
+	if fi, err := os.Lstat(filepath.Join(st.pinned, wire.BundleDir)); err == nil && fi.IsDir() {
+		// Its bundle and capability files are on the pinned content's tmpfs (newStageFrom).
+		st.bundle, st.capFiles = filepath.Join(st.pinned, wire.BundleDir), filepath.Join(st.pinned, wire.CapabilityFilesDir)
+	}
 	for _, dir := range []string{st.bundle, st.out} {
 		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 			return lostAt("its stage is gone")

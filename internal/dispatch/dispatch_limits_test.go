@@ -208,8 +208,9 @@ func TestDispatch_SupervisorKilledUnmountsQuota(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if m := agoratest.MountsUnder(t, stage); len(m) != 1 {
-		t.Fatalf("mounts under the stage of a running quota'd dispatch: %v, want one", m)
+	// The quota, and the pinned content's tmpfs the bundle and capability files are on.
+	if m := agoratest.MountsUnder(t, stage); len(m) != 2 {
+		t.Fatalf("mounts under the stage of a running quota'd dispatch: %v, want the quota's and the pinned content's", m)
 	}
 	sup.Process.Kill()
 	sup.Wait()
@@ -220,8 +221,8 @@ func TestDispatch_SupervisorKilledUnmountsQuota(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if m := agoratest.MountsUnder(t, stage); len(m) != 1 {
-		t.Fatalf("before the reap: mounts %v, want the quota still mounted (nobody unmounted it)", m)
+	if m := agoratest.MountsUnder(t, stage); len(m) != 2 {
+		t.Fatalf("before the reap: mounts %v, want both still mounted (nobody unmounted them)", m)
 	}
 	n, err := e.d.Reap(t.Context())
 	if err != nil || n != 1 {

@@ -186,6 +186,7 @@ func (s *supervision) prepare(ctx context.Context) error {
 		return fail(lifecycle.ReasonIntegrityFailed, "load pinned catalog content: %v", err)
 	}
 	limits := limitsFor(s.target, r.Sandbox, r.ID)
+	limits.pinned = s.pinned.storedSize()
 	if d.testOnlyInvokingUser {
 		limits.owner, limits.disk = nil, 0
 	}

@@ -66,7 +66,11 @@ func TestSupervise_BackgroundTeardowns(t *testing.T) {
 	if _, err := os.Stat(heldEntry); err != nil {
 		t.Fatalf("the stage is not held while its release waits: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(stage, "bundle")); err != nil {
+	bundle := filepath.Join(stage, "bundle")
+	if os.Geteuid() == 0 {
+		bundle = filepath.Join(stage, "pinned", "bundle") // on the pinned content's tmpfs
+	}
+	if _, err := os.Stat(bundle); err != nil {
 		t.Fatalf("the bundle is gone while the release waits: %v", err)
 	}
 	if os.Geteuid() == 0 && len(agoratest.MountsUnder(t, stage)) == 0 {
@@ -79,7 +83,7 @@ func TestSupervise_BackgroundTeardowns(t *testing.T) {
 	if _, err := os.Stat(heldEntry); !os.IsNotExist(err) {
 		t.Errorf("the held index entry stays after the wait: %v", err)
 	}
-	for _, dir := range []string{"bundle", "disk", "workspace", "out"} {
+	for _, dir := range []string{"bundle", "disk", "pinned", "workspace", "out"} {
 		if _, err := os.Stat(filepath.Join(stage, dir)); !os.IsNotExist(err) {
 			t.Errorf("%s stays after the wait: %v", dir, err)
 		}
