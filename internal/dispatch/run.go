@@ -186,10 +186,10 @@ func (s *supervision) prepare(ctx context.Context) error {
 		return fail(lifecycle.ReasonIntegrityFailed, "load pinned catalog content: %v", err)
 	}
 	limits := limitsFor(s.target, r.Sandbox, r.ID)
-	limits.pinned = s.pinned.storedSize()
 	if d.testOnlyInvokingUser {
 		limits.owner, limits.disk = nil, 0
 	}
+	limits.pinned = limits.disk > 0 && d.onPinnedTmpfs(s.pinned)
 	if limits.owner != nil && d.Warm != nil {
 		// A warm slot runs as the uid it leased: the dispatch adopts it, so its stage is
 		// handed to the uid the slot runs as.

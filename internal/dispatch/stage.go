@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -88,16 +89,49 @@ const diskDir = "disk"
 const pinnedDir = "pinned"
 
 // maxPinnedOnTmpfs is the most pinned catalog content (the stored sizes of the subagent and
-// its capabilities) staged on the pinned tmpfs. pinnedTmpfsSize caps that tmpfs above what
-// such content can take: the bundle holds each capability's stored archive (at most this
-// much in all) and the capability files lay it out again, each file rounded up to a page; an
-// archive spends at least 512 bytes an entry, so 8 MiB holds at most 16384 entries, 64 MiB
-// of pages. Only the host writes there, so the cap is a guard, never a limit content meets.
+// its capabilities) staged on the pinned tmpfs, and pinnedTmpfsFiles the most files and
+// directories (pinnedFiles). pinnedTmpfsSize caps that tmpfs above what such content can
+// take: the bundle holds each capability's stored archive (at most 8 MiB in all) and the
+// capability files lay it out again, each file rounded up to a page; an archive spends at
+// least 512 bytes an entry, so 8 MiB holds at most 16384 entries, 64 MiB of pages.
+// Directories take no pages but an inode each, and one entry's path can name hundreds of
+// them: hence the count. Only the host writes there, so neither cap is a limit content
+// that passes both tests meets; they keep a capability of deep empty trees from pinning
+// kernel memory, as its directories on ext4 would not.
 const (
 	maxPinnedOnTmpfs = 8 << 20
 	pinnedTmpfsSize  = 128 << 20
 	pinnedTmpfsFiles = 2*(maxPinnedOnTmpfs/512) + 1024
 )
+
+// pinnedFiles counts the files and directories the stage writes of p's content: the
+// bundle (its directory, manifest.json, subagent.json, its capabilities directory and one
+// archive a capability) and the capability files (their directory, and for each capability
+// its directory, its entries and every directory on their paths). false: more than
+// pinnedTmpfsFiles, or an archive that does not read (staging reports that).
+func (d *Dispatcher) pinnedFiles(p *pinned) (int, bool) {
+	n := 5 + len(p.capabilities)
+	for _, v := range p.capabilities {
+		data, err := d.Catalog.Content(v)
+		if err != nil {
+			return 0, false
+		}
+		files, err := catalog.ReadStored(data)
+		if err != nil {
+			return 0, false
+		}
+		dirs := map[string]bool{}
+		for _, f := range files {
+			for dir := path.Dir(f.Path); dir != "." && dir != "/" && !dirs[dir]; dir = path.Dir(dir) {
+				dirs[dir] = true
+			}
+		}
+		if n += 1 + len(files) + len(dirs); n > pinnedTmpfsFiles {
+			return n, false
+		}
+	}
+	return n, true
+}
 
 // heldDir, beside the stage directories, indexes the stages that still hold work on the
 // host (a disk quota, bundle, workspace, out directory, gateway): an empty file named for
@@ -114,9 +148,9 @@ type stageLimits struct {
 	podFiles  bool // see stage.podFiles
 	owner     *compute.HostUser
 	disk      int64 // bytes; 0: no quota is mounted
-	// pinned is the stored size of the dispatch's pinned catalog content (its subagent and
-	// capabilities), which decides whether it goes on the pinned tmpfs.
-	pinned int64
+	// pinned: the dispatch's pinned catalog content goes on the pinned tmpfs (pinnedDir),
+	// when the quota mounts.
+	pinned bool
 }
 
 // limitsFor decides who runs the sandbox of a dispatch on target and whether its disk quota
@@ -216,7 +250,7 @@ func newStageFrom(stateDir, id string, l stageLimits, pre *prestaged) (*stage, e
 		if err := mountQuota(disk, id, l.disk); err == nil {
 			s.disk, s.diskSize = disk, l.disk
 			s.workspace, s.out = filepath.Join(disk, wire.WorkspaceDir), filepath.Join(disk, wire.OutDir)
-			if l.pinned <= maxPinnedOnTmpfs {
+			if l.pinned {
 				s.onPinnedTmpfs(id)
 			}
 		}
@@ -420,14 +454,19 @@ type pinned struct {
 	runtimeBinary *wire.RuntimeBinary
 }
 
-// storedSize is the stored size of the pinned catalog content: the subagent and its
-// capabilities, as the catalog recorded them (their digests fix them).
-func (p *pinned) storedSize() int64 {
+// onPinnedTmpfs says whether p's content is small enough for the pinned tmpfs: at most
+// maxPinnedOnTmpfs stored (the subagent's and its capabilities' sizes as the catalog recorded
+// them, which their digests fix) and at most pinnedTmpfsFiles files and directories staged.
+func (d *Dispatcher) onPinnedTmpfs(p *pinned) bool {
 	n := p.subagent.Size
 	for _, c := range p.capabilities {
 		n += c.Size
 	}
-	return n
+	if n > maxPinnedOnTmpfs {
+		return false
+	}
+	_, ok := d.pinnedFiles(p)
+	return ok
 }
 
 // loadPinned rebuilds the dispatch's inputs from its record. Every digest is pinned, so a
