@@ -212,43 +212,33 @@ func incompressible(n int) string {
 // quota's doing (limit-exceeded, naming the target's disk), never as tampered content
 // (integrity-failed) or an internal error.
 func TestStageQuotaAttack_CapabilityFilesOverQuotaReported(t *testing.T) {
-	requireRootLimits(t)
-	e := newEnv(t)
-	e.setTarget(func(tg *config.Target) { tg.Disk = config.MinDisk })
-	e.capability("bigtools", "commands: [\"sh -c *\"]\n", map[string]string{"data.txt": incompressible(600 << 10)})
-	if err := e.subagentWith("big", "echo ran", "shell", "bigtools"); err != nil {
-		t.Fatal(err)
-	}
-	r := e.run(dispatch.Request{Subagent: "big"})
-	t.Logf("dispatch %s %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
-	if r.State == lifecycle.DispatchFinished {
-		return // it fits after all: nothing misreported
-	}
-	if r.Reason != lifecycle.ReasonLimitExceeded || !strings.Contains(r.Detail, "targets."+config.DefaultTarget+".disk") {
-		t.Errorf("a capability too large for the disk quota ended the dispatch %s %s %q, not limit-exceeded naming targets.%s.disk",
-			r.State, r.Reason, r.Detail, config.DefaultTarget)
-	}
-	stageLeftovers(t, e, r.ID)
+	quotaSpared(t, config.MinDisk, "bigtools", map[string]string{"data.txt": incompressible(600 << 10)})
 }
 
 // TestStageQuotaAttack_BundleOverQuotaReported: as above with a capability larger than the
 // quota itself, whose bundle alone would not fit on it.
 func TestStageQuotaAttack_BundleOverQuotaReported(t *testing.T) {
+	quotaSpared(t, config.MinDisk, "hugetools", map[string]string{"data.txt": incompressible(1200 << 10)})
+}
+
+// quotaSpared dispatches a subagent of one capability of files on a target whose disk is
+// disk bytes: it must finish, or at worst end limit-exceeded naming the target's disk, and
+// leave nothing of its stage but the logs.
+func quotaSpared(t *testing.T, disk config.ByteSize, capability string, files map[string]string) {
+	t.Helper()
 	requireRootLimits(t)
 	e := newEnv(t)
-	e.setTarget(func(tg *config.Target) { tg.Disk = config.MinDisk })
-	e.capability("hugetools", "commands: [\"sh -c *\"]\n", map[string]string{"data.txt": incompressible(1200 << 10)})
-	if err := e.subagentWith("huge", "echo ran", "shell", "hugetools"); err != nil {
+	e.setTarget(func(tg *config.Target) { tg.Disk = disk })
+	e.capability(capability, "commands: [\"sh -c *\"]\n", files)
+	if err := e.subagentWith("sub", "echo ran", "shell", capability); err != nil {
 		t.Fatal(err)
 	}
-	r := e.run(dispatch.Request{Subagent: "huge"})
+	r := e.run(dispatch.Request{Subagent: "sub"})
 	t.Logf("dispatch %s %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
-	if r.State == lifecycle.DispatchFinished {
-		return
-	}
-	if r.Reason != lifecycle.ReasonLimitExceeded || !strings.Contains(r.Detail, "targets."+config.DefaultTarget+".disk") {
-		t.Errorf("a bundle too large for the disk quota ended the dispatch %s %s %q, not limit-exceeded naming targets.%s.disk",
-			r.State, r.Reason, r.Detail, config.DefaultTarget)
+	if r.State != lifecycle.DispatchFinished &&
+		(r.Reason != lifecycle.ReasonLimitExceeded || !strings.Contains(r.Detail, "targets."+config.DefaultTarget+".disk")) {
+		t.Errorf("capability %s on a %s quota ended the dispatch %s %s %q, neither finished nor limit-exceeded naming targets.%s.disk",
+			capability, disk, r.State, r.Reason, r.Detail, config.DefaultTarget)
 	}
 	stageLeftovers(t, e, r.ID)
 }
@@ -262,7 +252,7 @@ func stageLeftovers(t *testing.T, e *env, id string) {
 	if m := agoratest.MountsUnder(t, dir); len(m) != 0 {
 		t.Errorf("mounts left under the stage: %v", m)
 	}
-	for _, n := range []string{"disk", "bundle", "capabilities", "workspace", "out", "inputs"} {
+	for _, n := range []string{"disk", "pinned", "bundle", "capabilities", "workspace", "out", "inputs"} {
 		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
 			t.Errorf("the stage kept %s after the end", n)
 		}
@@ -308,27 +298,11 @@ func TestStageQuotaAttack_TeardownLeavesNothing(t *testing.T) {
 // small files runs; were its files on the quota, the dispatch would have to end as the
 // quota's doing, not integrity-failed.
 func TestStageQuotaAttack_CapabilityInodesOverQuotaReported(t *testing.T) {
-	requireRootLimits(t)
-	e := newEnv(t)
-	e.setTarget(func(tg *config.Target) { tg.Disk = 16 << 20 })
 	files := map[string]string{}
 	for i := range 5000 {
 		files[filepath.Join("d"+strconv.Itoa(i%50), "f"+strconv.Itoa(i))] = "x\n"
 	}
-	e.capability("manytools", "commands: [\"sh -c *\"]\n", files)
-	if err := e.subagentWith("many", "echo ran", "shell", "manytools"); err != nil {
-		t.Fatal(err)
-	}
-	r := e.run(dispatch.Request{Subagent: "many"})
-	t.Logf("dispatch %s %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
-	if r.State == lifecycle.DispatchFinished {
-		return
-	}
-	if r.Reason != lifecycle.ReasonLimitExceeded || !strings.Contains(r.Detail, "targets."+config.DefaultTarget+".disk") {
-		t.Errorf("a capability with more files than the quota's inodes ended the dispatch %s %s %q, not limit-exceeded naming targets.%s.disk",
-			r.State, r.Reason, r.Detail, config.DefaultTarget)
-	}
-	stageLeftovers(t, e, r.ID)
+	quotaSpared(t, 16<<20, "manytools", files)
 }
 
 // TestStageQuotaAttack_RepoSqueezesCapabilityFiles: the repository is the attacker's. Its
