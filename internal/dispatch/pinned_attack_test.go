@@ -84,46 +84,6 @@ func waitMounts(t *testing.T, dir string, want int) []string {
 	}
 }
 
-// TestPinnedAttack_DeepTreeExhaustsPinnedInodes: the pinned tmpfs's inode cap (33792) would
-// hold every archive entry of 8 MiB (at least 512 stored bytes each), but a capability's
-// directories are no entries: Place makes every directory on an entry's path, and one
-// 512-byte header names a path up to 255 characters deep, so the stage counts them
-// (pinnedFiles). 2000 empty files, each
-// under a directory chain of its own 17 deep, are about 1 MiB stored (far under 8 MiB, so on
-// the pinned tmpfs) and 36000 directories. Such a capability registers, and runs on the
-// stage directory's filesystem (without root, or past 8 MiB); it must run here too, or at
-// least not end as tampered content (integrity-failed), and leave nothing mounted.
-func TestPinnedAttack_DeepTreeExhaustsPinnedInodes(t *testing.T) {
-	requireRootLimits(t)
-	e := newEnv(t)
-	e.setTarget(func(tg *config.Target) { tg.Disk = 16 << 20 })
-	files := map[string]string{}
-	deep := strings.Repeat("a/", 17)
-	for i := range 2000 {
-		files["d"+strconv.Itoa(i)+"/"+deep+"f"] = ""
-	}
-	t0 := time.Now()
-	shmCapability(t, e, "deeptools", "commands: [\"sh -c *\"]\n", files)
-	t.Logf("registered in %v", time.Since(t0))
-	if err := e.subagentWith("deep", "echo ran; "+mountTable, "shell", "deeptools"); err != nil {
-		t.Fatal(err)
-	}
-	size := capabilitySize(t, e, "deeptools")
-	t.Logf("stored size of deeptools: %d bytes (threshold %d)", size, 8<<20)
-	if size > 8<<20 {
-		t.Fatalf("the capability is %d bytes stored: not the attack meant", size)
-	}
-	t0 = time.Now()
-	r := e.run(dispatch.Request{Subagent: "deep"})
-	t.Logf("ran in %v", time.Since(t0))
-	t.Logf("dispatch %s %s %s: %s", r.ID, r.State, r.Reason, r.Detail)
-	if r.State != lifecycle.DispatchFinished {
-		t.Errorf("a registered capability of %d stored bytes (2000 files, 36000 directories) ended the dispatch %s %s %q: "+
-			"the pinned tmpfs's %d inodes are a limit content meets", size, r.State, r.Reason, r.Detail, 33792)
-	}
-	pinnedGone(t, e, r.ID)
-}
-
 // shmCapability is e.capability with its source directory on /dev/shm (a tmpfs, when there is
 // one): tens of thousands of files and directories made and deleted on ext4 take most of a
 // test's time.

@@ -189,7 +189,7 @@ func (s *supervision) prepare(ctx context.Context) error {
 	if d.testOnlyInvokingUser {
 		limits.owner, limits.disk = nil, 0
 	}
-	limits.pinned = limits.disk > 0 && d.onPinnedTmpfs(s.pinned)
+	limits.pinned = limits.disk > 0 && d.fitsPinnedTmpfs(s.pinned)
 	if limits.owner != nil && d.Warm != nil {
 		// A warm slot runs as the uid it leased: the dispatch adopts it, so its stage is
 		// handed to the uid the slot runs as.

@@ -83,14 +83,15 @@ const diskDir = "disk"
 // stage directory's own filesystem they are a dozen files and directories made and deleted
 // per dispatch: half a millisecond on ext4, one to two on an ext4 without a journal (whose
 // inode allocator steps over every inode deleted in the last minute); on a tmpfs a fraction
-// of that, and one unmount takes them all. It is not the quota: `disk:` stays the agent's room (ADR 0034).
-// Only content of up to maxPinnedOnTmpfs goes there, since tmpfs pages are memory where the
-// stage directory's are page cache; larger content stays beside it, as without root.
+// of that, and one unmount takes them all. It is not the quota: `disk:` stays the agent's
+// room (ADR 0034). Only content that fitsPinnedTmpfs goes there, since tmpfs pages are
+// memory where the stage directory's are page cache; larger content stays beside it, as
+// without root.
 const pinnedDir = "pinned"
 
 // maxPinnedOnTmpfs is the most pinned catalog content (the stored sizes of the subagent and
 // its capabilities) staged on the pinned tmpfs, and pinnedTmpfsFiles the most files and
-// directories (pinnedFiles). pinnedTmpfsSize caps that tmpfs above what such content can
+// directories (pinnedFilesFit). pinnedTmpfsSize caps that tmpfs above what such content can
 // take: the bundle holds each capability's stored archive (at most 8 MiB in all) and the
 // capability files lay it out again, each file rounded up to a page; an archive spends at
 // least 512 bytes an entry, so 8 MiB holds at most 16384 entries, 64 MiB of pages.
@@ -104,33 +105,41 @@ const (
 	pinnedTmpfsFiles = 2*(maxPinnedOnTmpfs/512) + 1024
 )
 
-// pinnedFiles counts the files and directories the stage writes of p's content: the
-// bundle (its directory, manifest.json, subagent.json, its capabilities directory and one
-// archive a capability) and the capability files (their directory, and for each capability
-// its directory, its entries and every directory on their paths). false: more than
-// pinnedTmpfsFiles, or an archive that does not read (staging reports that).
-func (d *Dispatcher) pinnedFiles(p *pinned) (int, bool) {
+// pinnedFilesFit counts the files and directories the stage writes of p's content, and
+// says whether they are pinnedTmpfsFiles or fewer: the bundle (its directory,
+// manifest.json, subagent.json, its capabilities directory and one archive a capability) and
+// the capability files (their directory, and for each capability its directory, its entries
+// and every directory on their paths). An archive that does not read does not fit (staging
+// reports why).
+func (d *Dispatcher) pinnedFilesFit(p *pinned) bool {
 	n := 5 + len(p.capabilities)
 	for _, v := range p.capabilities {
 		data, err := d.Catalog.Content(v)
 		if err != nil {
-			return 0, false
+			return false
 		}
-		files, err := catalog.ReadStored(data)
-		if err != nil {
-			return 0, false
-		}
-		dirs := map[string]bool{}
-		for _, f := range files {
-			for dir := path.Dir(f.Path); dir != "." && dir != "/" && !dirs[dir]; dir = path.Dir(dir) {
-				dirs[dir] = true
-			}
-		}
-		if n += 1 + len(files) + len(dirs); n > pinnedTmpfsFiles {
-			return n, false
+		if n += capabilityFiles(data); n > pinnedTmpfsFiles {
+			return false
 		}
 	}
-	return n, true
+	return true
+}
+
+// capabilityFiles counts the files and directories a capability's stored archive lays out:
+// its own directory, its entries and every directory on their paths; past pinnedTmpfsFiles
+// for an archive that does not read.
+func capabilityFiles(stored []byte) int {
+	files, err := catalog.ReadStored(stored)
+	if err != nil {
+		return pinnedTmpfsFiles + 1
+	}
+	dirs := map[string]bool{}
+	for _, f := range files {
+		for dir := path.Dir(f.Path); dir != "." && dir != "/" && !dirs[dir]; dir = path.Dir(dir) {
+			dirs[dir] = true
+		}
+	}
+	return 1 + len(files) + len(dirs)
 }
 
 // heldDir, beside the stage directories, indexes the stages that still hold work on the
@@ -251,7 +260,7 @@ func newStageFrom(stateDir, id string, l stageLimits, pre *prestaged) (*stage, e
 			s.disk, s.diskSize = disk, l.disk
 			s.workspace, s.out = filepath.Join(disk, wire.WorkspaceDir), filepath.Join(disk, wire.OutDir)
 			if l.pinned {
-				s.onPinnedTmpfs(id)
+				s.mountPinned(id)
 			}
 		}
 		// Else nothing here can mount (a container without CAP_SYS_ADMIN, say): the
@@ -269,10 +278,10 @@ func newStageFrom(stateDir, id string, l stageLimits, pre *prestaged) (*stage, e
 	return s, nil
 }
 
-// onPinnedTmpfs mounts the pinned content's tmpfs (see pinnedDir) and places the bundle and
+// mountPinned mounts the pinned content's tmpfs (see pinnedDir) and places the bundle and
 // the capability files on it. A tmpfs that does not mount leaves them beside it, where they
 // work the same, only slower to make and delete.
-func (s *stage) onPinnedTmpfs(id string) {
+func (s *stage) mountPinned(id string) {
 	dir := filepath.Join(s.dir, pinnedDir)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return
@@ -454,19 +463,15 @@ type pinned struct {
 	runtimeBinary *wire.RuntimeBinary
 }
 
-// onPinnedTmpfs says whether p's content is small enough for the pinned tmpfs: at most
+// fitsPinnedTmpfs says whether p's content goes on the pinned tmpfs: at most
 // maxPinnedOnTmpfs stored (the subagent's and its capabilities' sizes as the catalog recorded
 // them, which their digests fix) and at most pinnedTmpfsFiles files and directories staged.
-func (d *Dispatcher) onPinnedTmpfs(p *pinned) bool {
+func (d *Dispatcher) fitsPinnedTmpfs(p *pinned) bool {
 	n := p.subagent.Size
 	for _, c := range p.capabilities {
 		n += c.Size
 	}
-	if n > maxPinnedOnTmpfs {
-		return false
-	}
-	_, ok := d.pinnedFiles(p)
-	return ok
+	return n <= maxPinnedOnTmpfs && d.pinnedFilesFit(p)
 }
 
 // loadPinned rebuilds the dispatch's inputs from its record. Every digest is pinned, so a
