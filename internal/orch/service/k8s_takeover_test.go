@@ -35,14 +35,22 @@ import (
 func takeOver(t *testing.T, home string) {
 	t.Helper()
 	old := home + ".old-leader"
-	// A root agora's stages have a disk quota mounted, which the dead leader's supervisors
-	// left: its volume is gone, mounts and all.
-	quotas, _ := filepath.Glob(filepath.Join(home, "dispatches", "*", "disk"))
-	for _, q := range quotas {
-		unix.Unmount(q, unix.MNT_DETACH)
-	}
+	// A root agora's stages have a disk quota mounted, and the pinned content's tmpfs, which
+	// the dead leader's supervisors left: its volume is gone, mounts and all.
+	unmountStages(home)
 	must(t, os.Rename(home, old))
 	restoreFrom(t, old, home)
+}
+
+// unmountStages unmounts what a root agora's stages under home have mounted (the disk
+// quotas and the pinned content's tmpfs), as a pod's death takes its mounts.
+func unmountStages(home string) {
+	for _, dir := range []string{"disk", "pinned"} {
+		mounts, _ := filepath.Glob(filepath.Join(home, "dispatches", "*", dir))
+		for _, m := range mounts {
+			unix.Unmount(m, unix.MNT_DETACH)
+		}
+	}
 }
 
 // restoreFrom copies into home what a replica restores from another leader's home (from):

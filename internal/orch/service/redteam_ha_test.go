@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agora-dev/agora/internal/agoratest"
 )
 
@@ -26,11 +24,8 @@ import (
 func takeBack(t *testing.T, home, vol string) {
 	t.Helper()
 	other := home + ".other-leader"
-	// Its pod's mounts (a root agora's stage quotas) died with it.
-	quotas, _ := filepath.Glob(filepath.Join(home, "dispatches", "*", "disk"))
-	for _, q := range quotas {
-		unix.Unmount(q, unix.MNT_DETACH)
-	}
+	// Its pod's mounts (a root agora's stage quotas and pinned content) died with it.
+	unmountStages(home)
 	must(t, os.Rename(home, other))
 	must(t, os.Rename(vol, home))
 	for _, db := range []string{"agora.db", filepath.Join("orch", "orch.db")} {
