@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-dev/agora/internal/agoratest"
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/dispatch/detach"
 	"github.com/agora-dev/agora/internal/lease/fencefile"
@@ -95,4 +96,13 @@ func TestFence_DetachedSupervisorLogsItsDecision(t *testing.T) {
 	if final, err := e.d.Records.Get(ctx, r.ID); err != nil || final.State != lifecycle.DispatchStarted {
 		t.Errorf("a fenced supervisor committed the dispatch's end: %v %+v", err, final)
 	}
+	// The fenced supervisor releases the host's side of its stage after it logs (as root its
+	// disk quota and pinned content's tmpfs): the test's home is removed only after that.
+	stage := filepath.Join(e.d.StateDir, r.ID)
+	agoratest.Eventually(t, time.Minute, "the fenced supervisor to release its stage", func() error {
+		if m := agoratest.MountsUnder(t, stage); len(m) > 0 {
+			return fmt.Errorf("still mounted: %v", m)
+		}
+		return nil
+	})
 }
