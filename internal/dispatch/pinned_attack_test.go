@@ -7,6 +7,8 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,28 +62,29 @@ func pinnedMounts(out string) map[string][4]string {
 	return m
 }
 
-// pinnedGone fails unless the stage of dispatch id has no pinned directory, nothing mounted
-// and no held entry (stageLeftovers, plus pinned/ itself).
-func pinnedGone(t *testing.T, e *env, id string) {
-	t.Helper()
-	stageLeftovers(t, e, id)
-	if _, err := os.Lstat(filepath.Join(e.d.StateDir, id, "pinned")); err == nil {
-		t.Errorf("the stage of %s kept pinned/ after the end", id)
-	}
-}
-
 // waitMounts polls until dir has want mounts under it, or fails after 30 s.
 func waitMounts(t *testing.T, dir string, want int) []string {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		m := agoratest.MountsUnder(t, dir)
-		if len(m) == want {
-			return m
+	var m []string
+	agoratest.Eventually(t, 30*time.Second, fmt.Sprintf("%d mounts under %s", want, dir), func() error {
+		if m = agoratest.MountsUnder(t, dir); len(m) != want {
+			return fmt.Errorf("mounts %v", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mounts under %s: %v, want %d", dir, m, want)
+		return nil
+	})
+	return m
+}
+
+// agentRuns waits until a process whose arguments hold marker runs (want) or no longer does:
+// another process's state, which no event of this test's announces.
+func agentRuns(t *testing.T, marker string, want bool) {
+	t.Helper()
+	agoratest.Eventually(t, 30*time.Second, fmt.Sprintf("the agent %q running: %v", marker, want), func() error {
+		if processWithArg(marker) != want {
+			return errors.New("not yet")
 		}
-	}
+		return nil
+	})
 }
 
 // shmCapability is e.capability with its source directory on /dev/shm (a tmpfs, when there is
@@ -162,7 +165,7 @@ func TestPinnedAttack_ManyFilesUnderThreshold(t *testing.T) {
 			t.Errorf("%s is on %v, want the pinned tmpfs agora-pinned-%s", p, m[p], r.ID)
 		}
 	}
-	pinnedGone(t, e, r.ID)
+	stageLeftovers(t, e, r.ID)
 }
 
 // TestPinnedAttack_ThresholdEdges: pinned content just over 8 MiB stays on the stage
@@ -203,7 +206,7 @@ func TestPinnedAttack_ThresholdEdges(t *testing.T) {
 				t.Errorf("%s: no mount line for %s", c.name, p)
 			}
 		}
-		pinnedGone(t, e, r.ID)
+		stageLeftovers(t, e, r.ID)
 	}
 }
 
@@ -232,7 +235,7 @@ func TestPinnedAttack_StagingFailsAfterMount(t *testing.T) {
 	if r.State == lifecycle.DispatchFinished {
 		t.Fatalf("the clone of a removed repository succeeded: not the failure meant")
 	}
-	pinnedGone(t, e, r.ID)
+	stageLeftovers(t, e, r.ID)
 }
 
 // TestPinnedAttack_CancelAndTimeout: a dispatch cancelled while its agent runs, and one that
@@ -262,11 +265,7 @@ func TestPinnedAttack_CancelAndTimeout(t *testing.T) {
 			done <- got
 		}()
 		stage := filepath.Join(e.home.Dir, home.DispatchDir, r.ID)
-		for deadline := time.Now().Add(30 * time.Second); !processWithArg(marker); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the agent never started", how)
-			}
-		}
+		agentRuns(t, marker, true)
 		m := agoratest.MountsUnder(t, stage)
 		if len(m) != 2 || !strings.Contains(strings.Join(m, " "), "/pinned") {
 			t.Errorf("%s: mounts under the running stage %v, want the quota and pinned/", how, m)
@@ -286,7 +285,7 @@ func TestPinnedAttack_CancelAndTimeout(t *testing.T) {
 		if lifecycle.DispatchEnded(got.State) && got.State == lifecycle.DispatchFinished {
 			t.Errorf("%s: the dispatch finished", how)
 		}
-		pinnedGone(t, e, r.ID)
+		stageLeftovers(t, e, r.ID)
 	}
 }
 
@@ -303,26 +302,18 @@ func TestPinnedAttack_KilledSupervisorReaped(t *testing.T) {
 	e.subagent("long", marker)
 	r, sup := startDetachedSupervisor(t, e, dispatch.Request{Subagent: "long", Timeout: time.Minute})
 	stage := filepath.Join(e.home.Dir, home.DispatchDir, r.ID)
-	for deadline := time.Now().Add(30 * time.Second); !processWithArg(marker); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never started")
-		}
-	}
+	agentRuns(t, marker, true)
 	waitMounts(t, stage, 2)
 	sup.Process.Kill()
 	sup.Wait()
-	for deadline := time.Now().Add(10 * time.Second); processWithArg(marker); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent outlived its killed supervisor")
-		}
-	}
+	agentRuns(t, marker, false) // it dies with its killed supervisor
 	if _, err := os.Lstat(filepath.Join(e.d.StateDir, ".held", r.ID)); err != nil {
 		t.Fatalf("the killed supervisor's stage is not held: %v", err)
 	}
 	if n, err := e.d.Reap(t.Context()); err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v; want 1", n, err)
 	}
-	pinnedGone(t, e, r.ID)
+	stageLeftovers(t, e, r.ID)
 	if n, err := e.d.Reap(t.Context()); err != nil || n != 0 {
 		t.Errorf("second Reap = %d, %v; want 0", n, err)
 	}
@@ -391,7 +382,7 @@ func TestPinnedAttack_AdoptionFindsPinnedBundle(t *testing.T) {
 	if cur.State != lifecycle.DispatchFailed || cur.Reason != lifecycle.ReasonWorkerFailed {
 		t.Errorf("adopted dispatch ended %s/%s (%s), want failed/worker-failed", cur.State, cur.Reason, cur.Detail)
 	}
-	pinnedGone(t, e, r.ID)
+	stageLeftovers(t, e, r.ID)
 }
 
 // TestPinnedAttack_CrossMountFromSandbox: the agent against its pinned content on its own
@@ -425,7 +416,7 @@ func TestPinnedAttack_CrossMountFromSandbox(t *testing.T) {
 			t.Errorf("the mount table names AGORA_HOME: %s", l)
 		}
 	}
-	pinnedGone(t, e, r.ID)
+	stageLeftovers(t, e, r.ID)
 }
 
 // TestPinnedAttack_BackgroundTeardownsSeveral: the resident's background teardowns of three
@@ -443,7 +434,7 @@ func TestPinnedAttack_BackgroundTeardownsSeveral(t *testing.T) {
 	}
 	wait()
 	for _, id := range ids {
-		pinnedGone(t, e, id)
+		stageLeftovers(t, e, id)
 	}
 	if m := agoratest.MountsUnder(t, e.d.StateDir); len(m) != 0 {
 		t.Errorf("mounts left under the dispatches directory: %v", m)
