@@ -230,3 +230,40 @@ func TestProbeAfter_DropReplaced(t *testing.T) {
 		t.Errorf("the runner removed a file through the replaced drop directory: %v", err)
 	}
 }
+
+// TestStartedLate_OnlyATimeoutBeforeTheCanaryRunsAgain: a kubernetes attack with a time limit
+// whose pod timed out before the program wrote its canary runs once more with the longer
+// pod-start allowance; one that wrote its canary, ended otherwise, or has no time limit is
+// decided on its one run, and off kubernetes nothing runs twice.
+func TestStartedLate_OnlyATimeoutBeforeTheCanaryRunsAgain(t *testing.T) {
+	timed := Attack{Timeout: 10 * time.Second, Observe: ObserveReason, Arg: "timeout"}
+	timedOut := record{ID: "d1", State: "failed", Reason: "timeout"}
+	for name, c := range map[string]struct {
+		a    Attack
+		s    seen
+		want bool
+	}{
+		"timed out, no canary":        {timed, seen{rec: timedOut}, true},
+		"timed out, another's canary": {timed, seen{rec: timedOut, canary: []byte("other\n")}, true},
+		"timed out after the canary":  {timed, seen{rec: timedOut, canary: []byte("n\n")}, false},
+		"failed otherwise, no canary": {timed, seen{rec: record{ID: "d1", State: "failed", Reason: "start-failed"}}, false},
+		"no time limit, timed out":    {Attack{Observe: ObserveReason, Arg: "timeout"}, seen{rec: timedOut}, false},
+		"finished with its canary":    {timed, seen{rec: record{ID: "d1", State: "finished"}, canary: []byte("n")}, false},
+	} {
+		if got := startedLate(c.a, "n", c.s); got != c.want {
+			t.Errorf("%s: startedLate = %v, want %v", name, got, c.want)
+		}
+	}
+	pod := &run{o: Options{Provider: "kubernetes"}}
+	if got := pod.startAllowances(timed); len(got) != 2 || got[0] >= got[1] {
+		t.Errorf("kubernetes, timed: allowances %v, want two, growing", got)
+	}
+	if got := pod.startAllowances(Attack{}); len(got) != 1 || got[0] != 0 {
+		t.Errorf("kubernetes, no time limit: allowances %v, want [0]", got)
+	}
+	for _, p := range []string{"", "local", "docker"} {
+		if got := (&run{o: Options{Provider: p}}).startAllowances(timed); len(got) != 1 || got[0] != 0 {
+			t.Errorf("provider %q, timed: allowances %v, want [0]", p, got)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agora-dev/agora/internal/blob"
 	"github.com/agora-dev/agora/internal/digest"
+	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
 // Options are what one run of the corpus against one target needs.
@@ -261,8 +262,30 @@ type artifact struct {
 	Size   int64         `json:"size"`
 }
 
-// podStart is what a kubernetes target's attack adds to its time limit for the pod to start.
-const podStart = 20 * time.Second
+// podStarts are what a kubernetes target's attack with a time limit adds to it for the pod to
+// start: its Job's deadline runs from the Job's creation, so the image's unpacking, the init
+// container's fetch and the kubelet's turn come out of it. A pod that had not started the
+// program when the deadline came observed nothing (no canary), so the attack runs once more
+// with the longer allowance: the first pods on a fresh node, or on a loaded one, may take
+// tens of seconds, and the longer allowance alone would keep a busy loop spinning a core that
+// long on every quiet run.
+var podStarts = []time.Duration{20 * time.Second, 90 * time.Second}
+
+// startAllowances are the pod-start allowances attack a is dispatched with, in order: one run
+// with none for an attack without a time limit or off kubernetes.
+func (r *run) startAllowances(a Attack) []time.Duration {
+	if a.Timeout > 0 && r.o.Provider == "kubernetes" {
+		return podStarts
+	}
+	return []time.Duration{0}
+}
+
+// startedLate says whether attack a's dispatch s ran out of time before its program wrote the
+// canary: its pod started too late for the observation, which says nothing of the control.
+func startedLate(a Attack, nonce string, s seen) bool {
+	return a.Timeout > 0 && s.rec.Reason == lifecycle.ReasonTimeout &&
+		strings.TrimSpace(string(s.canary)) != nonce && !markedEntry(a, s, nonce)
+}
 
 // noCap reads a product whole, as `agora dispatch outputs`, `patch` and `logs` do: agora
 // capped each when it stored it (the worker's outputs and patch, the logs).
@@ -294,7 +317,7 @@ func (r *run) provider() string {
 
 // dispatch runs one attack as a real dispatch and reads its record, then its outputs,
 // patch and log from the blobs the record names.
-func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error) {
+func (r *run) dispatch(ctx context.Context, a Attack, nonce string, podStart time.Duration) (seen, error) {
 	in, err := r.input(a, nonce)
 	if err != nil {
 		return seen{}, err
@@ -303,13 +326,7 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string) (seen, error
 		"--repo", r.repo, "--input", in, "-o", "json"}
 	args = append(args, r.dispatchArgs(a)...)
 	if a.Timeout > 0 {
-		t := a.Timeout
-		if r.o.Provider == "kubernetes" {
-			// A pod's time limit runs from its Job's creation: the image pulls and the
-			// init container's fetch come before the program's first line.
-			t += podStart
-		}
-		args = append(args, "--timeout", t.String())
+		args = append(args, "--timeout", (a.Timeout + podStart).String())
 	}
 	out, err := r.agora(ctx, args...)
 	var s seen
