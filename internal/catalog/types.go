@@ -9,10 +9,8 @@ package catalog
 import (
 	"fmt"
 	"github.com/agora-dev/agora/internal/budget"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agora-dev/agora/internal/digest"
@@ -120,16 +118,32 @@ const (
 	ActionRetire    = "retire"
 )
 
-var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`) })
-
 // CheckName reports whether name is a valid catalog name: 1-64 lowercase letters, digits,
 // '.', '_' or '-', starting and ending with a letter or digit.
 func CheckName(kind Kind, name string) error {
-	if !namePattern().MatchString(name) {
+	if !validName(name) {
 		return fmt.Errorf("invalid %s name %q: use 1-64 lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit", kind, name)
 	}
 	return nil
 }
+
+// validName is the name rule as bytes, `^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`
+// (TestValidName_AsTheRegexp): compiling that regexp cost every worker 0.3 ms of its start.
+func validName(name string) bool {
+	n := len(name)
+	if n == 0 || n > 64 || !alnum(name[0]) || !alnum(name[n-1]) {
+		return false
+	}
+	for i := 1; i < n-1; i++ {
+		if c := name[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// alnum reports whether c is a lowercase ASCII letter or a digit.
+func alnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 
 // ParseRef splits "name" or "name@sha256:HEX".
 func ParseRef(kind Kind, ref string) (name string, pin digest.Digest, err error) {
