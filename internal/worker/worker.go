@@ -54,6 +54,10 @@ type options struct {
 	// testOnlyStopped lets a test that runs the worker in its own process (no stop step)
 	// see what it does once the stop step left no process of the agent.
 	testOnlyStopped bool
+	// awaitSignals returns once the worker drops the signals it must survive (Main's
+	// dropSignals, beside verify); the steps after verify call it first, so no process but
+	// the worker runs before. nil: nothing to wait for.
+	awaitSignals func()
 }
 
 // Main runs the worker in the sandbox layout at [wire.DefaultRoot], with the secrets on
@@ -87,7 +91,11 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 	// agent and everything it starts would inherit SIGTERM, SIGINT, SIGHUP and SIGPIPE
 	// ignored (a `timeout`, a CLI's SIGTERM to its tool's process, `cmd | head` would not end
 	// them); a caught one is the default again in every program the worker starts.
-	dropSignals()
+	// Each signal's catch is a round trip with the runtime's signal-mask thread (0.5-1 ms
+	// for all of them), so it goes on beside verify: nothing but the worker runs in the
+	// sandbox before steps waits for it (awaitSignals), after verify.
+	dropped := make(chan struct{})
+	go func() { dropSignals(); close(dropped) }()
 	if err := watchLifeline(stderr, os.Exit); err != nil {
 		fmt.Fprintf(stderr, "agora worker: %v\n", err)
 		return 1
@@ -106,7 +114,7 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 	opts := options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: wire.SecretsFD,
-		stopOthers: os.Getenv(wire.RootEnv) == ""}
+		stopOthers: os.Getenv(wire.RootEnv) == "", awaitSignals: func() { <-dropped }}
 	if workerremote.Enabled() {
 		return runRemote(ctx, opts)
 	}
@@ -205,11 +213,18 @@ func run(ctx context.Context, opts options) int {
 // steps runs the phases. Up to the baseline a failure stops the run; from the runtime on,
 // every phase runs, so a failed or questioning agent still leaves its patch and outputs.
 func (r *runner) steps(ctx context.Context) {
+	if !r.phase(ctx, wire.PhaseVerify, r.verify) {
+		return
+	}
+	// Verify reads files only; the steps after it may start processes in the sandbox (a
+	// setup script, git, the agent), which could signal the worker.
+	if r.opts.awaitSignals != nil {
+		r.opts.awaitSignals()
+	}
 	for _, p := range []struct {
 		name string
 		f    func(context.Context) *failure
 	}{
-		{wire.PhaseVerify, r.verify},
 		{wire.PhaseSecrets, r.readSecrets},
 		{wire.PhaseNetwork, r.network},
 		{wire.PhaseOverlay, r.overlay},
