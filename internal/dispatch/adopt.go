@@ -320,6 +320,10 @@ func (s *supervision) prepareAdopted(ctx context.Context) error {
 			return lostAt("its verify gate needs the stage, which was on the replica that led before the takeover")
 		}
 		if stale {
+			// Its disk quota and pinned content may still be mounted (the replica's
+			// supervisor died, its mount namespace did not): unmounted first, or the
+			// removal stops at the mount point.
+			st.removeWork()
 			if err := os.RemoveAll(st.dir); err != nil {
 				return lostAt("remove its stage, made before another replica took it over: %v", err)
 			}

@@ -109,6 +109,15 @@ func (e *k8sEnv) dispatchState(id string) (state, reason string) {
 	return state, reason
 }
 
+// dispatchDetail is dispatch id's detail in agora.db.
+func (e *k8sEnv) dispatchDetail(id string) (detail string) {
+	db, err := store.Open(context.Background(), filepath.Join(e.home, "agora.db"), agoradb.Migrations())
+	must(e.t, err)
+	defer db.Close()
+	must(e.t, db.SQL().QueryRow(`SELECT detail FROM dispatches WHERE id = ?`, id).Scan(&detail))
+	return detail
+}
+
 // TestServe_Kill9KubernetesTarget: `agora orch serve` runs a plan's task as a Job on kwok and
 // is killed with SIGKILL while the Job's pod is pending. Restarted, it carries the task to its
 // end with that one Job. A second task's Job is deleted while serve is dead: that attempt ends

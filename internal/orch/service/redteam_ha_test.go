@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agora-dev/agora/internal/agoratest"
+	"golang.org/x/sys/unix"
 )
 
 // takeBack is a takeover by a replica whose volume (vol) holds what it left when it led
@@ -118,6 +119,16 @@ tasks:
 	// The pod uploads its result to B, the leader now.
 	e.podAt(addr, id, token, "B").uploadOK()
 
+	// A's stage keeps a mount of its own (its pinned content's tmpfs): a supervisor that died
+	// in a mount namespace that lives on leaves its mounts, and the stale stage's removal
+	// must not stop at the mount point.
+	stalePinned := filepath.Join(volA, "dispatches", id, "pinned")
+	must(t, os.MkdirAll(stalePinned, 0o700))
+	if err := unix.Mount("tmpfs", stalePinned, "tmpfs", 0, "size=1m"); err != nil {
+		t.Logf("no tmpfs on the stale stage (%v): its removal meets plain directories only", err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(e.home, "dispatches", id, "pinned"), unix.MNT_DETACH) })
+
 	// B dies before the Job ends; A, on its own volume, takes the Lease back.
 	kill(serve, e.supervisorPID(id))
 	takeBack(t, e.home, volA)
@@ -130,6 +141,9 @@ tasks:
 	t.Logf("dispatch %s: %s", id, e.run("dispatch", "describe", id))
 	if state, reason := e.dispatchState(id); state != "failed" || reason != "lost" {
 		t.Errorf("the dispatch whose result went to B, adopted again by A on its old volume, ended %s/%s; want failed/lost (its result is not on this replica)", state, reason)
+	}
+	if detail := e.dispatchDetail(id); strings.Contains(detail, "remove its stage") {
+		t.Errorf("A could not remove its stale stage (a mount left in it): %s", detail)
 	}
 	if task := run.Tasks[0]; task.Attempts != 2 {
 		t.Errorf("task mid ran %d attempts (%s); want 2: the attempt lost in the takeovers runs again", task.Attempts, task.State)
