@@ -16,6 +16,11 @@ import (
 // failed worker: the host has no result. A gateway that did not answer across the worker's
 // retries ends it with remote.ExitGatewayUnreachable, which the host records as such.
 func runRemote(ctx context.Context, opts options) int {
+	// The signal drop first: its runtime thread is made before the process count is
+	// lowered under it.
+	if opts.awaitSignals != nil {
+		opts.awaitSignals()
+	}
 	// A pod has no setting for these limits: the worker lowers them on itself first, and
 	// everything of the agent inherits them (internal/worker/remote/rlimit.go).
 	if err := workerremote.ApplyRlimits(); err != nil {
