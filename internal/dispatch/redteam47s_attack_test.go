@@ -10,7 +10,7 @@ import (
 )
 
 // redteam47sSignals is a setup script that, as the first process of the sandbox after the
-// worker (the worker's drop of its signals now goes on beside verify, and steps waits for it
+// worker (the worker's drop of its signals goes on beside verify, and steps waits for it
 // after verify), sends PID 1 every signal it may catch, KILL and STOP included, by kill and,
 // where procps is there, TERM and USR1 by sigqueue and STKFLT. Failures to send are recorded.
 const redteam47sSignals = `for s in HUP INT QUIT ILL TRAP ABRT USR1 USR2 PIPE ALRM TERM CHLD CONT TSTP TTIN TTOU URG XCPU XFSZ VTALRM PROF WINCH IO PWR SYS STOP KILL; do kill -s $s 1 2>/dev/null || echo $s >> /tmp/setup-errors; done
@@ -18,7 +18,7 @@ if [ -x /usr/bin/kill ]; then /usr/bin/kill -s STKFLT 1 && /usr/bin/kill -q 7 -s
 echo setup-survived > /tmp/setup-mark
 `
 
-// TestRedteam47s_SetupScriptSignalsTheWorkerFirst: attack on 8ea995fd. The setup script is
+// TestRedteam47s_SetupScriptSignalsTheWorkerFirst: attack on the signal drop's timing. The setup script is
 // the first process in the sandbox after the worker, so it is the one that could find the
 // signals not yet dropped if the wait were misplaced or skipped. It signals PID 1 with
 // everything at once; then the agent reports what the setup saw and makes a change. Cold and

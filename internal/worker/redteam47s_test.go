@@ -1,8 +1,8 @@
 package worker
 
-// Red team 47s: commit 8ea995fd moved dropSignals off Main's path onto a goroutine beside
-// verify; runner.steps waits for it (options.awaitSignals) right after verify. The claim
-// under attack: nothing but the worker runs before that wait, so no process can signal the
+// Attacks on the signal drop's timing: Main drops the signals on a goroutine beside verify,
+// and runner.steps waits for it (options.awaitSignals) right after verify. The claim under
+// attack: nothing but the worker runs before that wait, so no process can signal the
 // worker in the window, and everything after the wait (setup scripts, git, the agent) finds
 // the signals dropped.
 //
