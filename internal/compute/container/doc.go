@@ -45,7 +45,8 @@
 // and when the start context is cancelled ([compute.Exit.Cancelled]); it never uses the
 // engine's auto-remove (podman's reports exit 0 for a container that exited 3): it waits,
 // inspects, then removes the container itself. A container removed behind its back ends
-// [compute.Exit.Lost]. Task ids are "docker:<64 hex container id>"; [Provider.Cancel] kills
+// [compute.Exit.Lost], or killed (SIGKILL) when the inspect came between the engine's kill
+// and its removal; never a clean exit. Task ids are "docker:<64 hex container id>"; [Provider.Cancel] kills
 // and removes only a container that carries the agora.dispatch label.
 //
 // # Warm slots

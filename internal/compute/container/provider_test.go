@@ -228,8 +228,12 @@ func writableDir(t testing.TB, uid, gid int) string {
 }
 
 // The attack on the record: someone with the engine's socket removes the container. The
-// handle reports the worker Lost, never an ordinary end: not the exit 0 podman answers a
-// wait with when the container was removed before the wait saw it stop.
+// handle never reports an ordinary end: not the exit 0 podman answers a wait with when the
+// container was removed before the wait saw it stop. A forced removal is the engine's kill,
+// then the removal, as Cancel's is (TestProvider_CancelByTaskID): the handle reports Lost
+// when its inspect finds the container gone, and the kill when the inspect came between the
+// two (the container stopped by SIGKILL, not yet removed); podman reports no OOMKilled for
+// a memory-limit death of PID 1 either, so the two cannot be told apart there.
 func TestProvider_RemovedBehindItsBack(t *testing.T) {
 	cli := engine(t)
 	p := newTestProvider(t, Options{})
@@ -247,8 +251,8 @@ func TestProvider_RemovedBehindItsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !exit.Lost || exit.Code == 0 || exit.Cancelled || exit.TimedOut {
-		t.Errorf("exit %+v, want lost, with no exit code 0", exit)
+	if exit.Code != -1 || !(exit.Lost || exit.Signal == "killed") || exit.Cancelled || exit.TimedOut {
+		t.Errorf("exit %+v, want lost or killed, with no exit code", exit)
 	}
 }
 
