@@ -466,7 +466,7 @@ func TestRedTeam31_RestartRacesRefill(t *testing.T) {
 	old := standbys(t, e)
 	p := filepath.Join(t.TempDir(), "one.yaml")
 	must(t, os.WriteFile(p, []byte("version: 1\nname: one\ntasks:\n  - id: t0\n    subagent: probe\n"), 0o644))
-	e.run("orch", "submit", p) // its claim kicks a refill
+	firstID := strings.TrimSpace(strings.Split(e.run("orch", "submit", p), "\n")[0]) // its claim kicks a refill
 	must(t, serve.Process.Signal(syscall.SIGTERM))
 	serve.Wait()
 	next := e.serve()
@@ -523,11 +523,22 @@ func TestRedTeam31_RestartRacesRefill(t *testing.T) {
 	// The claim's refill done before serve stops: a standby killed while it starts leaves its
 	// slot mounted until the next serve sweeps it, which this test's cleanup would trip on.
 	waitStandbys(t, e, 2)
-	// The same for the run's dispatch: its supervisor releases the disk quota's mount after
-	// the run's state is written, and a serve stopped before that leaves it mounted.
-	disk := filepath.Join(e.home, "dispatches", ids[0], "disk")
-	agoratest.WaitFor(t, 30*time.Second, "the dispatch's disk to be unmounted", func() bool {
+	// The same for both runs' dispatches: a supervisor releases the stage's mounts (the disk
+	// quota, the pinned content) after the run's state is written, and a serve stopped before
+	// that leaves them mounted. The first run's dispatch, supervised across the restart, ends
+	// on its own time: the test's cleanup waits for it too.
+	waitRun(t, e.client(), firstID, 2*time.Minute)
+	stages := filepath.Join(e.home, "dispatches") + "/"
+	agoratest.WaitFor(t, 30*time.Second, "the dispatches' stages to be unmounted", func() bool {
 		mi, err := os.ReadFile("/proc/self/mountinfo")
-		return err == nil && !strings.Contains(string(mi), " "+disk+" ")
+		if err != nil {
+			return false
+		}
+		for _, l := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], stages) && !strings.HasPrefix(f[4], stages+".warm/") {
+				return false
+			}
+		}
+		return true
 	})
 }
