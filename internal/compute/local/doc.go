@@ -55,7 +55,8 @@
 // would be refused. The provider therefore starts bwrap from a goroutine locked to an OS
 // thread of its own (never the main thread) that has unshared its mount namespace, made it
 // private, mounted a small tmpfs on /run/agora-sandbox and bound each source there as root;
-// bwrap gets those paths. The host's mount table never shows them, and the namespace ends
+// bwrap gets those paths (the binds below /agora as one tree, each with the flags bwrap
+// would give it: see bindSources). The host's mount table never shows them, and the namespace ends
 // with that thread, which lives exactly as long as the sandbox (it is bwrap's parent for
 // --die-with-parent). What the sandbox user may read or write is then decided by the
 // sources' own owners and modes, which the caller sets.

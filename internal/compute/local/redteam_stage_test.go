@@ -35,6 +35,8 @@ func stageProbe(mode string, args []string) int {
 	case "attack":
 		attackStaged()
 		return 0
+	case "tree":
+		return treeProbe()
 	case "mountinfo":
 		b, err := os.ReadFile("/proc/self/mountinfo")
 		if err != nil {

@@ -94,7 +94,7 @@ func (p *Provider) startInPrivateNS(ctx context.Context, s compute.Spec, l limit
 	if err != nil {
 		return nil, err
 	}
-	binds, err := bindPrivately(s.Binds)
+	binds, err := bindSources(s.Binds)
 	if err != nil {
 		return nil, err
 	}
