@@ -251,8 +251,9 @@ func TestRedStage_NeighbourAndMisfit(t *testing.T) {
 }
 
 // TestRedStage_MountTableAsDocumented: what a staged dispatch's mount table shows of /agora
-// differs from a cold one's only as docs/providers.md says: the claim root's own mount (every
-// warm slot's, stacked on the slot's claim directory, which may show too), the quota's name
+// differs from a cold one's only as docs/providers.md says: /agora's own mount (every warm
+// slot's claim root, stacked on the slot's claim directory, which may show too; a cold
+// sandbox's bind tree), the quota's name
 // (agora-slot-N, not agora- and the dispatch id) and where its bundle and capability files are
 // bound from (the slot's stage, where a cold root sandbox's are on a tmpfs of their own). The
 // paths name the target, so the docs must list them.
@@ -293,8 +294,16 @@ func TestRedStage_MountTableAsDocumented(t *testing.T) {
 		t.Errorf("the warm sandbox's claim root: %q, and %d claim directories under it", warmOnly, bases)
 	}
 	var want strings.Builder
+	var trees int
 	for l := range strings.Lines(strings.ReplaceAll(co, cold.ID, "ID")) {
+		if strings.HasPrefix(l, "/tree /agora tmpfs agora-sandbox") {
+			trees++ // a cold run-as sandbox's /agora: its binds' tree (compute/local's bindSources)
+			continue
+		}
 		want.WriteString(pinnedPlace(l))
+	}
+	if trees != 1 {
+		t.Errorf("the cold sandbox's /agora: %d bind trees, want 1:\n%s", trees, co)
 	}
 	if want.String() != norm.String() || !strings.Contains(want.String(), "/agora/bundle") {
 		t.Errorf("the warm mount table differs beyond the documented:\ncold %q\nwarm %q", want.String(), norm.String())
