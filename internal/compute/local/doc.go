@@ -55,10 +55,10 @@
 // would be refused. The provider therefore starts bwrap from a goroutine locked to an OS
 // thread of its own (never the main thread) that has unshared its mount namespace, made it
 // private, mounted a small tmpfs on /run/agora-sandbox and bound each source there as root;
-// bwrap gets those paths (the binds below /agora as one tree, each with the flags bwrap
-// would give it: see bindSources). The host's mount table never shows them, and the namespace ends
-// with that thread, which lives exactly as long as the sandbox (it is bwrap's parent for
-// --die-with-parent). What the sandbox user may read or write is then decided by the
+// bwrap gets those paths (a cold sandbox's binds below /agora as one tree, each with the
+// flags bwrap would give it: see bindSources; a warm slot's each on its own). The host's
+// mount table never shows them, and the namespace ends with that thread, which lives
+// exactly as long as the sandbox (it is bwrap's parent for --die-with-parent). What the sandbox user may read or write is then decided by the
 // sources' own owners and modes, which the caller sets.
 //
 // When a writable cgroup v2 hierarchy exists, each task gets its own cgroup
