@@ -37,6 +37,8 @@ func stageProbe(mode string, args []string) int {
 		return 0
 	case "tree":
 		return treeProbe()
+	case "tree47":
+		return tree47Probe(args)
 	case "mountinfo":
 		b, err := os.ReadFile("/proc/self/mountinfo")
 		if err != nil {

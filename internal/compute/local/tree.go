@@ -158,12 +158,13 @@ func setMountAttr(path string, flags int, attr uint64) error {
 	return unix.MountSetattr(unix.AT_FDCWD, path, uint(flags|unix.AT_SYMLINK_NOFOLLOW), &unix.MountAttr{Attr_set: attr})
 }
 
-// mountSetattrWorks reports whether this thread may call mount_setattr(2): a kernel before
-// Linux 5.12 has none, and a seccomp filter (a container runtime's) may refuse it. It asks
-// for what privateRoot's tmpfs already is (nosuid, nodev: no change), in the private mount
-// namespace the caller entered.
+// mountSetattrWorks reports whether this thread may call mount_setattr(2) as bindTree does:
+// a kernel before Linux 5.12 has none, and a seccomp filter (a container runtime's) may
+// refuse it, or refuse AT_RECURSIVE. It asks, through every mount below privateRoot (the
+// staged /etc and /dev), for nosuid, which each has already or which bwrap's bind of them
+// adds anyway; a refusal leaves the binds apart.
 func mountSetattrWorks() bool {
-	return setMountAttr(privateRoot, 0, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV) == nil
+	return setMountAttr(privateRoot, unix.AT_RECURSIVE, unix.MOUNT_ATTR_NOSUID) == nil
 }
 
 // below reports whether p is strictly below dir (both clean and absolute).
