@@ -113,6 +113,16 @@ func bwrapOptions(s compute.Spec, system []string, staged stagedSystem, fds fdLa
 	if blocked {
 		o = append(o, "--info-fd", strconv.Itoa(fds.info), "--block-fd", strconv.Itoa(fds.block))
 	}
+	scratch := strconv.FormatInt(scratchSize(s.Limits), 10)
+	shm := strconv.FormatInt(min(scratchSize(s.Limits), maxShm), 10)
+	if staged.root != "" {
+		// Laid out whole, its flags set and locked (layOutRoot): one bind, devices allowed
+		// for /dev's nodes, then what only bwrap can mount in the sandbox's namespaces.
+		return append(o, "--dev-bind", staged.root, "/", "--proc", "/proc",
+			"--size", shm, "--tmpfs", "/dev/shm",
+			"--size", scratch, "--tmpfs", "/tmp",
+			"--chdir", workDir(s))
+	}
 	o = append(o, system...)
 	if staged.etc != "" {
 		o = append(o, "--ro-bind", staged.etc, "/etc")
@@ -126,8 +136,6 @@ func bwrapOptions(s compute.Spec, system []string, staged stagedSystem, fds fdLa
 			}
 		}
 	}
-	scratch := strconv.FormatInt(scratchSize(s.Limits), 10)
-	shm := strconv.FormatInt(min(scratchSize(s.Limits), maxShm), 10)
 	o = append(o, "--proc", "/proc")
 	if staged.dev != "" {
 		o = append(o, "--dev-bind", staged.dev, "/dev")

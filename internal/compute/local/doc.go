@@ -56,7 +56,8 @@
 // thread of its own (never the main thread) that has unshared its mount namespace, made it
 // private, mounted a small tmpfs on /run/agora-sandbox and bound each source there as root;
 // bwrap gets those paths (a cold sandbox's binds below /agora as one tree, each with the
-// flags bwrap would give it: see bindSources; a warm slot's each on its own). The host's
+// flags bwrap would give it, and its whole root when nothing else is bound: see
+// bindSources and layOutRoot; a warm slot's each on its own). The host's
 // mount table never shows them, and the namespace ends with that thread, which lives
 // exactly as long as the sandbox (it is bwrap's parent for --die-with-parent). What the sandbox user may read or write is then decided by the
 // sources' own owners and modes, which the caller sets.

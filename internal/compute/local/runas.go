@@ -99,6 +99,9 @@ func (p *Provider) startInPrivateNS(ctx context.Context, s compute.Spec, l limit
 		return nil, err
 	}
 	s.Binds = binds
+	if staged.root, err = layOutRoot(p.system, staged, binds, s.RunAs); err != nil {
+		return nil, err
+	}
 	return p.startBlocked(ctx, s, l, staged)
 }
 

@@ -22,6 +22,8 @@ import (
 // of a cold dispatch; staged, each directory is one bind.
 type stagedSystem struct {
 	etc, dev string
+	// root is the whole root laid out beforehand ([layOutRoot]), /etc and /dev in it, or "".
+	root string
 }
 
 // devNodes are the device nodes bwrap's --dev binds from the host, and devLinks the links it

@@ -71,6 +71,26 @@ func treeProbe() int {
 			&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}))
 		try("mount a tmpfs over "+p, unix.Mount("tmpfs", p, "tmpfs", 0, ""))
 	}
+	// The rest of the root: laid out by root (layOutRoot) or built by bwrap, no part of it
+	// may be written, remounted or uncovered.
+	for _, p := range []string{"/planted", "/etc/ld.so.preload", "/dev/planted", "/usr/planted", "/proc/planted"} {
+		try("create "+p, createFile(p))
+	}
+	for _, p := range []string{"/", "/etc", "/dev", "/usr"} {
+		try("remount "+p+" read-write", unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND, ""))
+		try("unmount "+p, unix.Unmount(p, unix.MNT_DETACH))
+		try("clear "+p+"'s read-only flag", unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
+			&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}))
+	}
+	if err := os.WriteFile("/dev/null", []byte("x"), 0); err != nil {
+		fmt.Println("ERR write /dev/null:", err)
+	}
+	if err := os.WriteFile("/tmp/scratch", []byte("x"), 0o644); err != nil {
+		fmt.Println("ERR write /tmp:", err)
+	}
+	if err := os.WriteFile("/dev/shm/scratch", []byte("x"), 0o644); err != nil {
+		fmt.Println("ERR write /dev/shm:", err)
+	}
 	try("open_tree /agora", func() error {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, "/agora", unix.OPEN_TREE_CLONE|unix.AT_RECURSIVE)
 		if err == nil {
@@ -95,11 +115,13 @@ func treeProbe() int {
 	return 0
 }
 
-// TestRedTeamTree_AgentCannotWidenTheTree: a RunAs sandbox whose binds below /agora are one
-// tree (bindTree) against the same binds made one by one (a bind below another keeps them
-// apart): every write outside the writable binds, every remount, unmount, flag change and
-// mount fails in both; each bind's flags are no weaker in the tree, a submount of a
-// read-only source is read-only too, and /agora itself is read-only.
+// TestRedTeamTree_AgentCannotWidenTheTree: a RunAs sandbox whose whole root is laid out
+// beforehand (layOutRoot), one whose binds below /agora are only one tree (bindTree), and the
+// same binds made one by one (a bind below another keeps them apart): every write outside
+// the writable binds, /tmp, /dev/shm and the device nodes, every remount, unmount, flag
+// change and mount fails in each; every mount point bwrap makes is there with no flag
+// weaker, a submount of a read-only source is read-only too, and /agora itself is
+// read-only.
 func TestRedTeamTree_AgentCannotWidenTheTree(t *testing.T) {
 	requireBwrap(t)
 	requireRoot(t)
@@ -133,12 +155,20 @@ func TestRedTeamTree_AgentCannotWidenTheTree(t *testing.T) {
 	}
 	out := open(t.TempDir())
 	nested := open(t.TempDir())
-	spec := func(tree bool) compute.Spec {
+	// root: every bind below /agora, so the whole root is laid out (layOutRoot); tree: the
+	// probe outside /agora, so only the tree is, and bwrap builds the rest; apart: a bind
+	// below another keeps every bind apart.
+	const root, tree, apart = "root", "tree", "apart"
+	spec := func(layout string) compute.Spec {
+		probe := probeBind(t)
+		if layout == root {
+			probe.Dst = "/agora/probe"
+		}
 		s := compute.Spec{
 			ID:   "rt-tree",
-			Argv: []string{"/probe"},
+			Argv: []string{probe.Dst},
 			Env:  []string{"PATH=/usr/bin:/bin", stageProbeEnv + "=tree"},
-			Binds: []compute.Bind{probeBind(t),
+			Binds: []compute.Bind{probe,
 				{Src: tool, Dst: "/agora/bin/tool"},
 				{Src: bundle, Dst: "/agora/bundle"},
 				{Src: work, Dst: "/agora/workspace", Writable: true},
@@ -147,13 +177,13 @@ func TestRedTeamTree_AgentCannotWidenTheTree(t *testing.T) {
 			RunAs:  testRunAs,
 			Limits: compute.Limits{Timeout: 30 * time.Second},
 		}
-		if !tree {
+		if layout == apart {
 			s.Binds = append(s.Binds, compute.Bind{Src: nested, Dst: "/agora/workspace/nested"})
 		}
 		return s
 	}
-	got := map[bool]map[string]mountEntry{}
-	for _, tree := range []bool{true, false} {
+	got := map[string]map[string]mountEntry{}
+	for _, tree := range []string{root, tree, apart} {
 		r := run(t, p, spec(tree))
 		if r.exit.Code != 0 {
 			t.Fatalf("tree %v: exit %+v\n%s\n%s", tree, r.exit, r.stdout, r.stderr)
@@ -163,6 +193,9 @@ func TestRedTeamTree_AgentCannotWidenTheTree(t *testing.T) {
 			if strings.HasPrefix(l, "ESCAPED") {
 				t.Errorf("tree %v: %s", tree, l)
 			}
+		}
+		if strings.Contains(r.stdout, "ERR") {
+			t.Errorf("tree %v: what the sandbox must be able to do failed:\n%s", tree, r.stdout)
 		}
 		for _, want := range []string{"wrote the workspace", "read below the bundle: below"} {
 			if !slices.Contains(lines, want) {
@@ -179,35 +212,58 @@ func TestRedTeamTree_AgentCannotWidenTheTree(t *testing.T) {
 			t.Logf("tree %v:\n%s", tree, r.stdout)
 		}
 	}
-	tree, apart := got[true], got[false]
-	if top, ok := tree["/agora"]; !ok || !top.opts["ro"] || !top.opts["nosuid"] || !top.opts["nodev"] {
+	if top, ok := got[tree]["/agora"]; !ok || !top.opts["ro"] || !top.opts["nosuid"] || !top.opts["nodev"] {
 		t.Errorf("the tree's /agora %+v, want a read-only nosuid nodev mount", top)
 	}
-	if _, ok := apart["/agora"]; ok {
+	if _, ok := got[apart]["/agora"]; ok {
 		t.Errorf("the binds made apart mount /agora: the test's other layout is a tree too")
 	}
-	for _, mp := range []string{"/agora/bin/tool", "/agora/bundle", "/agora/bundle/sub", "/agora/workspace", "/agora/out"} {
-		e, b := tree[mp], apart[mp]
-		if e.fs == "" || b.fs == "" {
-			t.Errorf("%s: tree %+v, apart %+v", mp, e, b)
-			continue
-		}
-		for _, o := range []string{"ro", "nosuid", "nodev", "noexec"} {
-			if b.opts[o] && !e.opts[o] {
-				t.Errorf("%s is %s made apart but not in the tree: %v against %v", mp, o, e.opts, b.opts)
+	// layOutRoot's root is a tmpfs of its own (its mount's root is the file system's), where
+	// bwrap's is a directory of the tmpfs it pivots from.
+	if got[root]["/"].root != "/" || got[tree]["/"].root == "/" || got[root]["/"].super != got[tree]["/"].super {
+		t.Errorf("the root laid out %+v, the tree's root %+v: want one tmpfs of its own, with bwrap's options", got[root]["/"], got[tree]["/"])
+	}
+	for _, layout := range []string{root, tree} {
+		for _, mp := range []string{"/agora/bin/tool", "/agora/bundle", "/agora/bundle/sub", "/agora/workspace", "/agora/out"} {
+			e, b := got[layout][mp], got[apart][mp]
+			if e.fs == "" || b.fs == "" {
+				t.Errorf("%s %s: %+v, apart %+v", layout, mp, e, b)
+				continue
+			}
+			if e.fs != b.fs || e.root != b.root {
+				t.Errorf("%s: %s is %s %s, %s %s apart", layout, mp, e.fs, e.root, b.fs, b.root)
 			}
 		}
-		if e.fs != b.fs || e.root != b.root {
-			t.Errorf("%s is %s %s in the tree, %s %s apart", mp, e.fs, e.root, b.fs, b.root)
+		l := got[layout]
+		if !l["/agora/bundle/sub"].opts["ro"] || !l["/agora/bin/tool"].opts["ro"] || l["/agora/workspace"].opts["ro"] {
+			t.Errorf("%s: flags: bundle/sub %v, bin/tool %v, workspace %v", layout,
+				l["/agora/bundle/sub"].opts, l["/agora/bin/tool"].opts, l["/agora/workspace"].opts)
 		}
-	}
-	if !tree["/agora/bundle/sub"].opts["ro"] || !tree["/agora/bin/tool"].opts["ro"] || tree["/agora/workspace"].opts["ro"] {
-		t.Errorf("flags in the tree: bundle/sub %v, bin/tool %v, workspace %v",
-			tree["/agora/bundle/sub"].opts, tree["/agora/bin/tool"].opts, tree["/agora/workspace"].opts)
-	}
-	for mp := range tree {
-		if strings.HasPrefix(mp, privateRoot) {
-			t.Errorf("the sandbox has a mount at %s", mp)
+		// Every mount point of the binds made apart (bwrap's own /, /usr, /etc, /dev, /proc,
+		// /tmp and the rest), with no flag weaker; and no mount the other has not, but
+		// /agora itself and the probe's.
+		for mp, b := range got[apart] {
+			if mp == "/agora/workspace/nested" || mp == "/probe" {
+				continue
+			}
+			e, ok := l[mp]
+			if !ok {
+				t.Errorf("%s: no mount at %s (apart: %s %v)", layout, mp, b.fs, b.opts)
+				continue
+			}
+			for _, o := range []string{"ro", "nosuid", "nodev", "noexec"} {
+				if b.opts[o] && !e.opts[o] {
+					t.Errorf("%s: %s is %s made apart but not here: %v against %v", layout, mp, o, e.opts, b.opts)
+				}
+			}
+		}
+		for mp := range l {
+			if _, ok := got[apart][mp]; !ok && mp != "/agora" && mp != "/agora/probe" {
+				t.Errorf("%s: a mount at %s the binds made apart have not", layout, mp)
+			}
+			if strings.HasPrefix(mp, privateRoot) {
+				t.Errorf("%s: the sandbox has a mount at %s", layout, mp)
+			}
 		}
 	}
 }
