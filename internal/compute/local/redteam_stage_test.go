@@ -39,6 +39,8 @@ func stageProbe(mode string, args []string) int {
 		return treeProbe()
 	case "tree47":
 		return tree47Probe(args)
+	case "root47r":
+		return root47rProbe(args)
 	case "mountinfo":
 		b, err := os.ReadFile("/proc/self/mountinfo")
 		if err != nil {
