@@ -59,8 +59,16 @@
 // flags bwrap would give it, and its whole root when nothing else is bound: see
 // bindSources and layOutRoot; a warm slot's each on its own). The host's
 // mount table never shows them, and the namespace ends with that thread, which lives
-// exactly as long as the sandbox (it is bwrap's parent for --die-with-parent). What the sandbox user may read or write is then decided by the
-// sources' own owners and modes, which the caller sets.
+// exactly as long as the sandbox (it is bwrap's parent for --die-with-parent). What the
+// sandbox user may read or write is then decided by the sources' own owners and modes,
+// which the caller sets.
+//
+// A root provider's sandbox without RunAs runs its command as host uid 0 without
+// capabilities, which /proc/sys still lets write the host's sysctls (kernel.core_pattern
+// among them: the kernel checks only the uid there, and bwrap leaves /proc/sys writable
+// then). A root agora's dispatches and verify gates always set RunAs (a leased uid of
+// sandbox_uid); only tests and the provider's own probe, which runs a program of the
+// host's, start one without it.
 //
 // When a writable cgroup v2 hierarchy exists, each task gets its own cgroup
 // (agora-<id>-<random>), entered atomically at clone time (CLONE_INTO_CGROUP), with
