@@ -224,40 +224,7 @@ func root47rAttack() int {
 	// Mounts: none may change, clone, move, cover or uncover any of the root.
 	_ = os.Mkdir("/tmp/mnt47r", 0o755)
 	for _, p := range root47rMounts {
-		try("remount-rw "+p, unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND, ""))
-		try("remount-rw keeping nosuid,nodev "+p, unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, ""))
-		try("remount "+p, unix.Mount("", p, "", unix.MS_REMOUNT, ""))
-		try("umount "+p, unix.Unmount(p, 0))
-		try("umount-detach "+p, unix.Unmount(p, unix.MNT_DETACH))
-		try("mount_setattr clear "+p, unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
-			&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}))
-		try("make-shared "+p, unix.Mount("", p, "", unix.MS_SHARED|unix.MS_REC, ""))
-		try("tmpfs over "+p, unix.Mount("tmpfs", p, "tmpfs", 0, ""))
-		try("bind /tmp over "+p, unix.Mount("/tmp", p, "", unix.MS_BIND, ""))
-		try("move "+p, unix.Mount(p, "/tmp/mnt47r", "", unix.MS_MOVE, ""))
-		try("rbind "+p+" to /tmp", unix.Mount(p, "/tmp/mnt47r", "", unix.MS_BIND|unix.MS_REC, ""))
-		try("open_tree clone "+p, func() error {
-			fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.AT_RECURSIVE)
-			if err == nil {
-				unix.Close(fd)
-			}
-			return err
-		}())
-		try("move_mount "+p, func() error {
-			fd, err := unix.OpenTree(unix.AT_FDCWD, p, 0)
-			if err != nil {
-				return fmt.Errorf("(open_tree) %w", err)
-			}
-			defer unix.Close(fd)
-			return unix.MoveMount(fd, "", unix.AT_FDCWD, "/tmp/mnt47r", unix.MOVE_MOUNT_F_EMPTY_PATH)
-		}())
-		try("fspick "+p, func() error {
-			fd, err := unix.Fspick(unix.AT_FDCWD, p, 0)
-			if err == nil {
-				unix.Close(fd)
-			}
-			return err
-		}())
+		tryMountCalls(p, "/tmp/mnt47r")
 	}
 	for _, fstype := range []string{"tmpfs", "proc", "devpts"} {
 		try("fsopen "+fstype, func() error {
@@ -986,10 +953,11 @@ func TestRedTeam47r_NormalProgramsWork(t *testing.T) {
 // TestRedTeam47r_ConcurrentRootsNoLeak: two sandboxes with laid-out roots at the same
 // time. Each has a root tmpfs of its own (another device) and sees only its own workspace;
 // the host's mount table and /run/agora-sandbox show nothing of either while they run; each
-// start's thread holds one laid-out root, of its own sources; when both end nothing remains.
+// start's thread holds one laid-out root and one tree, of its own sources; when both end
+// nothing remains.
 //
-// Defence: the private mount namespace of each start's thread (enterPrivateNS): rootDir is
-// one path for every sandbox.
+// Defence: the private mount namespace of each start's thread (enterPrivateNS): rootDir and
+// treeDir are one path for every sandbox.
 func TestRedTeam47r_ConcurrentRootsNoLeak(t *testing.T) {
 	requireBwrap(t)
 	requireRoot(t)
@@ -1084,6 +1052,9 @@ func TestRedTeam47r_ConcurrentRootsNoLeak(t *testing.T) {
 		}
 		if n := strings.Count(string(b), " "+rootDir+" "); n != 1 {
 			t.Errorf("thread %s's namespace has %d laid-out roots", tid, n)
+		}
+		if n := strings.Count(string(b), " "+treeDir+" "); n != 1 {
+			t.Errorf("thread %s's namespace has %d trees", tid, n)
 		}
 	}
 	if len(owners) != 2 {

@@ -45,8 +45,6 @@ func tree47Probe(args []string) int {
 	case "euid":
 		fmt.Printf("euid %d uid %d\n", os.Geteuid(), os.Getuid())
 		return 0
-	case "hold":
-		return tree47Hold()
 	case "late":
 		return tree47Late()
 	case "userns":
@@ -169,40 +167,7 @@ func tree47Attack() int {
 	_ = os.Mkdir("/tmp/mnt47", 0o755)
 	for _, p := range []string{"/agora", "/agora/bin", "/agora/bin/tool", "/agora/bundle", "/agora/bundle/sub",
 		"/agora/workspace", "/agora/workspace/devsub", "/agora/outputs", "/agora/bin/rwfile"} {
-		try("remount-rw "+p, unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND, ""))
-		try("remount "+p, unix.Mount("", p, "", unix.MS_REMOUNT, ""))
-		try("umount "+p, unix.Unmount(p, 0))
-		try("umount-detach "+p, unix.Unmount(p, unix.MNT_DETACH))
-		try("mount_setattr clear "+p, unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
-			&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}))
-		try("make-shared "+p, unix.Mount("", p, "", unix.MS_SHARED|unix.MS_REC, ""))
-		try("tmpfs over "+p, unix.Mount("tmpfs", p, "tmpfs", 0, ""))
-		try("bind /tmp over "+p, unix.Mount("/tmp", p, "", unix.MS_BIND, ""))
-		try("move "+p, unix.Mount(p, "/tmp/mnt47", "", unix.MS_MOVE, ""))
-		try("rbind "+p+" to /tmp", unix.Mount(p, "/tmp/mnt47", "", unix.MS_BIND|unix.MS_REC, ""))
-		try("open_tree clone "+p, func() error {
-			fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.AT_RECURSIVE)
-			if err == nil {
-				unix.Close(fd)
-			}
-			return err
-		}())
-		try("move_mount "+p, func() error {
-			// open_tree without a clone is an O_PATH: it needs nothing; move_mount does.
-			fd, err := unix.OpenTree(unix.AT_FDCWD, p, 0)
-			if err != nil {
-				return fmt.Errorf("(open_tree) %w", err)
-			}
-			defer unix.Close(fd)
-			return unix.MoveMount(fd, "", unix.AT_FDCWD, "/tmp/mnt47", unix.MOVE_MOUNT_F_EMPTY_PATH)
-		}())
-		try("fspick "+p, func() error {
-			fd, err := unix.Fspick(unix.AT_FDCWD, p, 0)
-			if err == nil {
-				unix.Close(fd)
-			}
-			return err
-		}())
+		tryMountCalls(p, "/tmp/mnt47")
 	}
 	try("fsopen tmpfs", func() error {
 		fd, err := unix.Fsopen("tmpfs", 0)
@@ -269,31 +234,6 @@ func tree47Attack() int {
 		return 1
 	}
 	fmt.Print("mountinfo:\n", string(b))
-	return 0
-}
-
-// tree47Hold: print what the sandbox sees of /agora, then hold until fd 3 (a pipe from the
-// host) reaches its end.
-func tree47Hold() int {
-	ents, err := os.ReadDir("/agora/workspace")
-	if err != nil {
-		fmt.Println("ERR", err)
-		return 1
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	fmt.Println("sees", strings.Join(names, ","))
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, " /agora") {
-			fmt.Println("mount", l)
-		}
-	}
-	fmt.Println("ready")
-	f := os.NewFile(3, "release")
-	io.Copy(io.Discard, f)
 	return 0
 }
 
@@ -1209,141 +1149,6 @@ func TestRedTeam47t_FailedTreeStartsNothing(t *testing.T) {
 	}
 }
 
-// TestRedTeam47t_ConcurrentTreesNoLeak: two run-as sandboxes with trees at the same time.
-// While both run, each sees only its own workspace and mounts only its own sources; the host's
-// mount table and /run/agora-sandbox show nothing of either; each start's thread holds one
-// tree, of its own sources. When both end nothing remains.
-//
-// Defence: the private mount namespace of each start's thread (enterPrivateNS, MS_PRIVATE):
-// treeDir is one path for every sandbox.
-func TestRedTeam47t_ConcurrentTreesNoLeak(t *testing.T) {
-	requireBwrap(t)
-	requireRoot(t)
-	p := newProvider(t, Options{NoCgroup: true})
-	if err := ensurePrivateRoot(); err != nil {
-		t.Fatal(err)
-	}
-	before := hostMountState(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	type sandbox struct {
-		work, out string
-		release   *os.File
-		h         compute.Handle
-		stdout    syncBuffer
-		stderr    syncBuffer
-	}
-	boxes := make([]*sandbox, 2)
-	waited := false
-	defer func() {
-		for _, sb := range boxes {
-			if !waited && sb != nil && sb.h != nil {
-				sb.release.Close()
-				sb.h.Wait()
-			}
-		}
-	}()
-	for i := range boxes {
-		sb := &sandbox{}
-		boxes[i] = sb
-		for _, d := range []*string{&sb.work, &sb.out} {
-			*d = t.TempDir()
-			if err := os.Chmod(*d, 0o777); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(sb.work, fmt.Sprintf("mine%d", i)), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		rd, wr, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sb.release = wr
-		s := compute.Spec{
-			ID:   "rt47-conc-" + strconv.Itoa(i),
-			Argv: []string{wire.BinPath, "hold"},
-			Env:  []string{"PATH=/usr/bin:/bin", stageProbeEnv + "=tree47"},
-			Binds: []compute.Bind{
-				{Src: exe, Dst: wire.BinPath},
-				{Src: sb.work, Dst: wire.WorkspacePath, Writable: true},
-				{Src: sb.out, Dst: wire.OutPath, Writable: true},
-			},
-			Files:  []*os.File{rd},
-			RunAs:  testRunAs,
-			Limits: compute.Limits{Timeout: 60 * time.Second},
-			Stdout: &sb.stdout, Stderr: &sb.stderr,
-		}
-		h, err := p.Start(t.Context(), s)
-		rd.Close()
-		if err != nil {
-			wr.Close()
-			t.Fatalf("sandbox %d: %v", i, err)
-		}
-		sb.h = h
-	}
-	for i, sb := range boxes {
-		agoratest.WaitFor(t, 30*time.Second, fmt.Sprintf("sandbox %d to hold", i), func() bool {
-			return strings.Contains(sb.stdout.String(), "ready") || sb.stderr.String() != ""
-		})
-		out := sb.stdout.String()
-		if !strings.Contains(out, fmt.Sprintf("sees mine%d\n", i)) {
-			t.Errorf("sandbox %d sees not only its own workspace:\n%s\n%s", i, out, sb.stderr.String())
-		}
-		other := boxes[1-i]
-		if strings.Contains(out, other.work) || strings.Contains(out, other.out) {
-			t.Errorf("sandbox %d mounts the other's sources:\n%s", i, out)
-		}
-		if !strings.Contains(out, " /tree /agora ") {
-			t.Errorf("sandbox %d has no tree:\n%s", i, out)
-		}
-	}
-	// Both run: the host shows nothing of them, and each start's thread one tree of its own.
-	if during := hostMountState(t); during != before {
-		t.Errorf("the host's mounts while the sandboxes run:\nbefore:\n%s\nduring:\n%s", before, during)
-	}
-	tids := threadsSeeing(t, treeDir)
-	if len(tids) != 2 {
-		t.Errorf("threads seeing a tree: %v, want the two starts'", tids)
-	}
-	owners := map[int]bool{}
-	for _, tid := range tids {
-		b, err := os.ReadFile(filepath.Join("/proc/self/task", tid, "mountinfo"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, sb := range boxes {
-			if strings.Contains(string(b), sb.work) {
-				owners[i] = true
-				if strings.Contains(string(b), boxes[1-i].work) {
-					t.Errorf("thread %s's namespace holds both sandboxes' workspaces", tid)
-				}
-			}
-		}
-		if n := strings.Count(string(b), " "+treeDir+" "); n != 1 {
-			t.Errorf("thread %s's namespace has %d trees", tid, n)
-		}
-	}
-	if len(owners) != 2 {
-		t.Errorf("the starts' threads hold the workspaces of %v, want both", owners)
-	}
-	waited = true
-	for i, sb := range boxes {
-		sb.release.Close()
-		if exit, err := sb.h.Wait(); err != nil || exit.Code != 0 {
-			t.Errorf("sandbox %d: %+v %v %s", i, exit, err, sb.stderr.String())
-		}
-	}
-	agoratest.WaitFor(t, 10*time.Second, "the private mount namespaces to end", func() bool {
-		return len(threadsSeeing(t, privateRoot)) == 0
-	})
-	if after := hostMountState(t); after != before {
-		t.Errorf("the host's mounts changed:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
-}
-
 // TestRedTeam47t_TreeMembers: shapes beyond tree_test.go's, decided without mounting.
 func TestRedTeam47t_TreeMembers(t *testing.T) {
 	b := func(dst string) compute.Bind { return compute.Bind{Src: "/src", Dst: dst} }
@@ -1470,4 +1275,46 @@ func TestRedTeam47t_LateHostMountBelowReadOnlySource(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tryMountCalls makes, on the mount at p, every call that could widen, uncover, move or
+// copy it, each reported by try: remounts, unmounts, mount_setattr clearing every flag,
+// propagation, a mount over it, a move or recursive bind of it to scratch (an empty
+// directory), open_tree's clone, move_mount and fspick.
+func tryMountCalls(p, scratch string) {
+	try("remount-rw "+p, unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND, ""))
+	try("remount-rw keeping nosuid,nodev "+p, unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, ""))
+	try("remount "+p, unix.Mount("", p, "", unix.MS_REMOUNT, ""))
+	try("umount "+p, unix.Unmount(p, 0))
+	try("umount-detach "+p, unix.Unmount(p, unix.MNT_DETACH))
+	try("mount_setattr clear "+p, unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE,
+		&unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}))
+	try("make-shared "+p, unix.Mount("", p, "", unix.MS_SHARED|unix.MS_REC, ""))
+	try("tmpfs over "+p, unix.Mount("tmpfs", p, "tmpfs", 0, ""))
+	try("bind /tmp over "+p, unix.Mount("/tmp", p, "", unix.MS_BIND, ""))
+	try("move "+p, unix.Mount(p, scratch, "", unix.MS_MOVE, ""))
+	try("rbind "+p+" to /tmp", unix.Mount(p, scratch, "", unix.MS_BIND|unix.MS_REC, ""))
+	try("open_tree clone "+p, func() error {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.AT_RECURSIVE)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	}())
+	try("move_mount "+p, func() error {
+		// open_tree without a clone is an O_PATH: it needs nothing; move_mount does.
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, 0)
+		if err != nil {
+			return fmt.Errorf("(open_tree) %w", err)
+		}
+		defer unix.Close(fd)
+		return unix.MoveMount(fd, "", unix.AT_FDCWD, scratch, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	}())
+	try("fspick "+p, func() error {
+		fd, err := unix.Fspick(unix.AT_FDCWD, p, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	}())
 }
