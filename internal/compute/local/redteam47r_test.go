@@ -1076,10 +1076,11 @@ func TestRedTeam47r_ConcurrentRootsNoLeak(t *testing.T) {
 }
 
 // TestRedTeam47r_FailedLayoutStartsNothing: a system bind whose source is missing or a
-// dangling link, a link or bind that lands on a read-only bind, a link twice, or a system
-// entry where the layout puts /etc, /dev, /proc or /agora fails the start: no sandbox runs,
-// nothing stays mounted, no thread keeps the namespace, the host's /run/agora-sandbox is as
-// it was. A system option layOutRoot does not know leaves the layout to bwrap.
+// dangling link, or a system entry where the layout puts /etc, /dev, /proc or /agora fails
+// the start: no sandbox runs, nothing stays mounted, no thread keeps the namespace, the
+// host's /run/agora-sandbox is as it was. A system option layOutRoot does not know, or one
+// at or below another (a link or bind on /usr, a link twice: TestSystemBinds), leaves the
+// layout to bwrap.
 //
 // Defence: layOutRoot returns every error (mountPoint's O_EXCL and Mkdir refuse a place
 // already laid out), and the namespace goes with the thread (onOwnThread).
@@ -1105,9 +1106,6 @@ func TestRedTeam47r_FailedLayoutStartsNothing(t *testing.T) {
 	}{
 		{"/usr missing", []string{"--ro-bind", missing, "/usr"}, missing},
 		{"a dangling link's bind", append(slices.Clone(usr), "--ro-bind", dangling, "/lib32"), dangling},
-		{"a link on the read-only /usr", append(slices.Clone(usr), "--symlink", "x", "/usr/evil47r"), "/usr/evil47r"},
-		{"a bind on the read-only /usr", append(slices.Clone(usr), "--ro-bind", f.lib32, "/usr/evil47r"), "/usr/evil47r"},
-		{"a link twice", append(slices.Clone(usr), "--symlink", "usr/bin", "/bin", "--symlink", "usr/bin", "/bin"), "/bin"},
 		{"a link at /etc", append(slices.Clone(usr), "--symlink", "/tmp", "/etc"), "/etc"},
 		{"a bind at /dev", append(slices.Clone(usr), "--ro-bind", "/dev", "/dev"), "/dev"},
 		{"a bind at /proc", append(slices.Clone(usr), "--ro-bind", f.lib32, "/proc"), "/proc"},

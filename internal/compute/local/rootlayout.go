@@ -126,17 +126,27 @@ type systemOp struct {
 }
 
 // systemBinds reads systemOptions' entries back; ok is false for any option it does not
-// know, which leaves the layout to bwrap.
+// know, and for a place at or below an earlier one (layOutRoot would make its parents
+// through a link it laid out, on whatever the link names), which leave the layout to bwrap.
 func systemBinds(system []string) ([]systemOp, bool) {
 	var ops []systemOp
 	for i := 0; i < len(system); i += 3 {
 		if i+2 >= len(system) {
 			return nil, false
 		}
-		switch opt, a, b := system[i], system[i+1], system[i+2]; {
-		case opt == "--ro-bind" && filepath.IsAbs(b) && filepath.Clean(b) == b && b != "/":
+		opt, a, b := system[i], system[i+1], system[i+2]
+		if !filepath.IsAbs(b) || filepath.Clean(b) != b || b == "/" {
+			return nil, false
+		}
+		for _, op := range ops {
+			if b == op.dst || below(b, op.dst) || below(op.dst, b) {
+				return nil, false
+			}
+		}
+		switch opt {
+		case "--ro-bind":
 			ops = append(ops, systemOp{src: a, dst: b})
-		case opt == "--symlink" && filepath.IsAbs(b) && filepath.Clean(b) == b && b != "/":
+		case "--symlink":
 			ops = append(ops, systemOp{link: a, dst: b})
 		default:
 			return nil, false

@@ -267,3 +267,28 @@ func TestRedTeamTree_AgentCannotWidenTheTree(t *testing.T) {
 		}
 	}
 }
+
+func TestSystemBinds(t *testing.T) {
+	host := systemOptions("/")
+	if ops, ok := systemBinds(host); !ok || len(ops) == 0 || ops[0].dst != "/usr" {
+		t.Fatalf("this host's systemOptions %q: %+v %v", host, ops, ok)
+	}
+	for _, c := range []struct {
+		name   string
+		system []string
+	}{
+		{"a place below a link", []string{"--ro-bind", "/usr", "/usr", "--symlink", "/etc", "/lib", "--ro-bind", "/usr/lib", "/lib/x"}},
+		{"a place below a bind", []string{"--ro-bind", "/usr", "/usr", "--ro-bind", "/opt", "/usr/opt"}},
+		{"a place above an earlier one", []string{"--ro-bind", "/usr/lib", "/a/b", "--ro-bind", "/usr", "/a"}},
+		{"the same place twice", []string{"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib"}},
+		{"the root", []string{"--ro-bind", "/", "/"}},
+		{"an unclean place", []string{"--ro-bind", "/usr", "/usr/"}},
+		{"a relative place", []string{"--ro-bind", "/usr", "usr"}},
+		{"an option it does not know", []string{"--ro-bind-try", "/usr", "/usr"}},
+		{"a short list", []string{"--ro-bind", "/usr"}},
+	} {
+		if ops, ok := systemBinds(c.system); ok {
+			t.Errorf("%s: %+v, want the layout left to bwrap", c.name, ops)
+		}
+	}
+}
