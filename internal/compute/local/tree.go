@@ -66,8 +66,9 @@ func bindSources(binds []compute.Bind) ([]compute.Bind, error) {
 // mounted below its source (mount_setattr with AT_RECURSIVE, as --ro-bind remounts each
 // submount), a writable one nosuid and nodev likewise; the tree's own directories are
 // root's (0755) on a mount that is read-only, nosuid and nodev, as bwrap's root is once it
-// is remounted read-only (and, like it, not noexec). bwrap's --bind of the tree keeps every one of those flags and
-// adds only nosuid and nodev.
+// is remounted read-only (and, like it, not noexec). bwrap's --bind of the tree keeps every
+// one of those flags and adds only nosuid and nodev; in a root laid out whole
+// ([layOutRoot]), bound with --dev-bind, it adds no nodev, and these are the only ones.
 func bindTree(members []compute.Bind) error {
 	if err := mkdirOpen(treeDir); err != nil {
 		return fmt.Errorf("lay out the sandbox's %s: %w", treeTop, err)
