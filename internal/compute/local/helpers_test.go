@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agora-dev/agora/internal/agoratest"
@@ -92,4 +93,12 @@ func sleepsWith(marker string) int {
 		}
 	}
 	return n
+}
+
+// requireUserNS skips loudly where this kernel makes no user namespaces.
+func requireUserNS(t testing.TB) {
+	t.Helper()
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
+		t.Skipf("SKIP: no user namespaces here (max_user_namespaces %q, %v)", b, err)
+	}
 }

@@ -673,7 +673,7 @@ var root47rDevNodes = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/rand
 //
 // Defences: the root tmpfs made read-only last (layOutRoot's setMountAttr(rootDir, RDONLY)):
 // the root's owner is the agent's uid, so without it creating /planted47r, chmod and fchmod
-// of / succeed; MOUNT_ATTR_NODEV with AT_RECURSIVE on system binds (bindInRoot): bwrap's
+// of / succeed; MOUNT_ATTR_NODEV with AT_RECURSIVE on system binds (bindWithAttr): bwrap's
 // --dev-bind of the root adds no nodev, so without it /lib32/null and /lib32/sub/null open;
 // MOUNT_ATTR_RDONLY with AT_RECURSIVE on them (/lib32/sub is a 0777 tmpfs); the tree's own
 // nodev (bindInTree) for the workspace's nodes.
@@ -814,9 +814,7 @@ func TestRedTeam47r_EveryMountFlagHeld(t *testing.T) {
 // binds' recursive nodev the device nodes open.
 func TestRedTeam47r_RootFlagsLockedInUserNS(t *testing.T) {
 	requireRoot(t)
-	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
-		t.Skipf("SKIP: no user namespaces here (max_user_namespaces %q, %v)", b, err)
-	}
+	requireUserNS(t)
 	f := newRoot47rFixture(t)
 	scratch := privateRoot + "/scratch47r"
 	type result struct {

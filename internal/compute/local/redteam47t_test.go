@@ -840,9 +840,7 @@ func TestRedTeam47t_BindSourcesLaysOutTheTree(t *testing.T) {
 // for this user only the flag shows).
 func TestRedTeam47t_TreeFlagsLockedInUserNS(t *testing.T) {
 	requireRoot(t)
-	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
-		t.Skipf("SKIP: no user namespaces here (max_user_namespaces %q, %v)", b, err)
-	}
+	requireUserNS(t)
 	f := newTree47Fixture(t)
 	exe, err := os.Executable()
 	if err != nil {

@@ -68,15 +68,15 @@ func layOutRoot(system []string, staged stagedSystem, binds []compute.Bind, owne
 			}
 			continue
 		}
-		if err := bindInRoot(op.src, dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+		if err := bindWithAttr(op.src, dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 			return "", fmt.Errorf("lay out the sandbox's %s: %w", op.dst, err)
 		}
 	}
-	if err := bindInRoot(staged.etc, filepath.Join(rootDir, "etc"), unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+	if err := bindWithAttr(staged.etc, filepath.Join(rootDir, "etc"), unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 		return "", fmt.Errorf("lay out the sandbox's /etc: %w", err)
 	}
 	dev := filepath.Join(rootDir, "dev")
-	if err := bindInRoot(staged.dev, dev, unix.MOUNT_ATTR_NOSUID); err != nil {
+	if err := bindWithAttr(staged.dev, dev, unix.MOUNT_ATTR_NOSUID); err != nil {
 		return "", fmt.Errorf("lay out the sandbox's /dev: %w", err)
 	}
 	if err := setMountAttr(dev, 0, unix.MOUNT_ATTR_RDONLY); err != nil {
@@ -88,35 +88,13 @@ func layOutRoot(system []string, staged stagedSystem, binds []compute.Bind, owne
 		}
 	}
 	// The tree keeps the flags bindTree gave each of its mounts.
-	if err := bindInRoot(treeDir, filepath.Join(rootDir, treeTop[1:]), 0); err != nil {
+	if err := bindWithAttr(treeDir, filepath.Join(rootDir, treeTop[1:]), 0); err != nil {
 		return "", fmt.Errorf("lay out the sandbox's %s: %w", treeTop, err)
 	}
 	if err := setMountAttr(rootDir, 0, unix.MOUNT_ATTR_RDONLY); err != nil {
 		return "", fmt.Errorf("lay out the sandbox's root: make it read-only: %w", err)
 	}
 	return rootDir, nil
-}
-
-// bindInRoot binds src (recursively) on a new mount point at dst, a directory when src is
-// one, and sets attr on it and every mount below it (none when attr is 0).
-func bindInRoot(src, dst string, attr uint64) error {
-	fi, err := os.Stat(src)
-	if err != nil {
-		return err
-	}
-	if err := mountPoint(dst, fi.IsDir()); err != nil {
-		return err
-	}
-	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("bind %s: %w", src, err)
-	}
-	if attr == 0 {
-		return nil
-	}
-	if err := setMountAttr(dst, unix.AT_RECURSIVE, attr); err != nil {
-		return fmt.Errorf("set %s's flags: %w", src, err)
-	}
-	return nil
 }
 
 // systemOp is one of systemOptions' entries: a read-only bind of src at dst, or a link at

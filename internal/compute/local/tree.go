@@ -128,27 +128,38 @@ func treeMembers(binds []compute.Bind) ([]compute.Bind, int) {
 // The caller chose the source (it is not sandbox-controlled), so following a symlink in it
 // is what bwrap would have done too.
 func bindInTree(b compute.Bind) error {
-	fi, err := os.Stat(b.Src)
-	if err != nil {
-		return fmt.Errorf("bind %s: %w", b.Src, err)
-	}
 	rel := strings.TrimPrefix(b.Dst, treeTop+"/")
 	if err := mkdirsOpen(treeDir, filepath.Dir(rel)); err != nil {
-		return fmt.Errorf("bind %s at %s: %w", b.Src, b.Dst, err)
-	}
-	dst := filepath.Join(treeDir, rel)
-	if err := mountPoint(dst, fi.IsDir()); err != nil {
-		return fmt.Errorf("bind %s at %s: %w", b.Src, b.Dst, err)
-	}
-	if err := unix.Mount(b.Src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s at %s: %w", b.Src, b.Dst, err)
 	}
 	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
 	if !b.Writable {
 		attr |= unix.MOUNT_ATTR_RDONLY
 	}
+	if err := bindWithAttr(b.Src, filepath.Join(treeDir, rel), attr); err != nil {
+		return fmt.Errorf("bind %s at %s: %w", b.Src, b.Dst, err)
+	}
+	return nil
+}
+
+// bindWithAttr binds src (recursively) on a new mount point at dst, a directory when src is
+// one, and sets attr on it and every mount below it (none when attr is 0).
+func bindWithAttr(src, dst string, attr uint64) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if err := mountPoint(dst, fi.IsDir()); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind: %w", err)
+	}
+	if attr == 0 {
+		return nil
+	}
 	if err := setMountAttr(dst, unix.AT_RECURSIVE, attr); err != nil {
-		return fmt.Errorf("bind %s at %s: set its flags: %w", b.Src, b.Dst, err)
+		return fmt.Errorf("set its flags: %w", err)
 	}
 	return nil
 }
