@@ -176,9 +176,14 @@ func (r Result) Marshal() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
+	var b []byte
+	if r.NeedsInput == nil {
+		b = appendResult(make([]byte, 0, 1024), &r)
+	} else {
+		var err error
+		if b, err = json.Marshal(r); err != nil {
+			return nil, err
+		}
 	}
 	if len(b) > MaxResultSize {
 		return nil, fmt.Errorf("result: %d bytes, over the %d byte limit", len(b), MaxResultSize)
