@@ -62,6 +62,7 @@ var readAllowed = map[string]string{
 	"cli/dispatchcmd/standby.go:standbyStale: os.Stat":               "/proc/self/exe, the standby's own binary, to tell a replaced agora binary at its claim",
 	"dispatch/live.go:overwritePhase: os.OpenFile":                   "opens the stage's phase file write-only (O_NOFOLLOW, O_NONBLOCK) to overwrite 16 bytes; it reads nothing, and writes only a regular file with one link",
 	"dispatch/stage.go:hold: os.OpenFile":                            "creates dispatches/.held/<id>, the host's index of stages to release, never bound into a sandbox",
+	"dispatch/stage.go:makeFiles: os.OpenFile":                       "creates the stage's phase file and logs write-only (O_EXCL, O_NOFOLLOW, O_NONBLOCK): it reads nothing, and a name there already is left alone",
 	"dispatch/stage.go:checkRunnable: os.Stat":                       "the agora binary the host runs",
 	"dispatch/bundles.go:writeBundleFiles: os.OpenFile":              "creates (O_EXCL) a file of a shared bundle being staged in the stage directory, before any sandbox exists",
 	"dispatch/bundles.go:checkOwnDir: os.Lstat":                      "dispatches/.bundles and its entries, which a sandbox sees only as read-only mounts; their files are then read through sandboxfs",

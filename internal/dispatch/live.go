@@ -63,6 +63,11 @@ const phaseWidth = 16
 // one link, no longer than phaseWidth, no symlink at its name (with `sandbox: none` the
 // worker can write the stage); anything else is replaced by a rename, as before.
 func (s *stage) setPhase(phase string) {
+	s.madeFiles() // the first phase's write
+	s.setPhaseNow(phase)
+}
+
+func (s *stage) setPhaseNow(phase string) {
 	if len(phase) < phaseWidth && s.overwritePhase(phase) {
 		return
 	}
@@ -106,14 +111,20 @@ func (s *stage) overwritePhase(phase string) bool {
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink != 1 {
 		return false
 	}
+	_, err = f.WriteAt(phaseLine(phase), 0)
+	return err == nil
+}
+
+// phaseLine is phase as the phase file holds it: padded with spaces to phaseWidth, with a
+// newline (phase is shorter than phaseWidth).
+func phaseLine(phase string) []byte {
 	b := make([]byte, phaseWidth)
 	copy(b, phase)
 	for i := len(phase); i < phaseWidth-1; i++ {
 		b[i] = ' '
 	}
 	b[phaseWidth-1] = '\n'
-	_, err = f.WriteAt(b, 0)
-	return err == nil
+	return b
 }
 
 // Live reads the phase, the ends of the live logs and the last output line of dispatch id

@@ -233,7 +233,11 @@ func (s *supervision) prepare(ctx context.Context) error {
 // capability files, handed over to the sandbox user.
 func (s *supervision) stage(ctx context.Context) error {
 	d, r, p, st := s.d, s.r, s.pinned, s.st
-	s.enter(PhaseStaging)
+	// The stage's phase file and logs are made beside the staging (makeFiles), the phase
+	// file holding this phase.
+	st.makeFilesBeside(PhaseStaging)
+	s.sp.phase(phaseSpan(PhaseStaging))
+	s.progress(PhaseStaging, s.r)
 	wb, fl := d.workerBinary(ctx, s.target, r.Sandbox)
 	if fl != nil {
 		return &failure{*fl}
@@ -336,6 +340,7 @@ func (s *supervision) unseal(ctx context.Context) error {
 // openLogs opens the sandbox's stdout and stderr sinks, capped and redacted. closeLogs is
 // the one place they are closed.
 func (s *supervision) openLogs(context.Context) error {
+	s.st.madeFiles()
 	var err error
 	if s.stdout, err = newLogSink(s.st.stdout, MaxStdout, s.red); err != nil {
 		return err
@@ -423,12 +428,15 @@ func (s *supervision) startSandbox(ctx context.Context) error {
 	// A cancel asked for before the sandbox exists ends the dispatch here: watchCancel would
 	// see it only after the agent had run for up to a poll. One asked for
 	// after this check is watchCancel's.
-	if d.Records.cancelRequested(ctx, r.ID) {
+	cancelled, err := s.cancelledBeforeStart(ctx)
+	if err != nil {
+		return err
+	}
+	if cancelled {
 		return &failure{Outcome{State: lifecycle.DispatchCancelled, Reason: lifecycle.ReasonCancelled, Detail: "cancelled before the sandbox started"}}
 	}
 	var (
 		h       compute.Handle
-		err     error
 		warmed  bool
 		started *Record // recorded by a warm slot's claim before it released the slot
 	)
@@ -542,6 +550,33 @@ func (s *supervision) wait(ctx context.Context) error {
 		s.trip.Trip(full)
 	}
 	return nil
+}
+
+// cancelledBeforeStart reports whether a cancel was asked for before the sandbox exists. A
+// cold start records the binaries it runs in the same transaction (recordBinaries has
+// nothing left to do): one query and one commit, not a query and then a commit. A warm
+// slot's claim records them with its start.
+func (s *supervision) cancelledBeforeStart(ctx context.Context) (bool, error) {
+	if s.warm != nil || warmPoolTarget(s.target) || s.bins.none() {
+		return s.d.Records.cancelRequested(ctx, s.r.ID), nil
+	}
+	var cancelled bool
+	err := s.d.Records.db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT cancel_requested FROM dispatches WHERE id = ?`, s.r.ID).Scan(&cancelled); err != nil {
+			return err
+		}
+		if cancelled {
+			return nil
+		}
+		return setBinaries(ctx, tx, s.r.ID, s.bins)
+	})
+	if err != nil {
+		return false, fmt.Errorf("record the binaries dispatch %s runs: %w", s.r.ID, err)
+	}
+	if !cancelled {
+		s.bins = nil
+	}
+	return cancelled, nil
 }
 
 // recordBinaries records what the sandbox runs, once, before a start that records them in

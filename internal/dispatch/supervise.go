@@ -25,13 +25,25 @@ type Progress func(kind string, r *Record)
 // worker, records started, waits, and reconciles. It returns the final record. Whatever goes
 // wrong after the record exists ends in a recorded terminal state, never in a silent return.
 func (d *Dispatcher) Supervise(ctx context.Context, id string, progress Progress) (*Record, error) {
-	if progress == nil {
-		progress = func(string, *Record) {}
-	}
 	r, err := d.Records.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	return d.supervise(ctx, r, progress)
+}
+
+// SuperviseAccepted is Supervise of r, the record this process's Accept has just returned:
+// it starts from r instead of reading the record again. Whatever changes the record in
+// between (a cancel) is found as Supervise finds what changes it after its read.
+func (d *Dispatcher) SuperviseAccepted(ctx context.Context, r *Record, progress Progress) (*Record, error) {
+	return d.supervise(ctx, r, progress)
+}
+
+func (d *Dispatcher) supervise(ctx context.Context, r *Record, progress Progress) (*Record, error) {
+	if progress == nil {
+		progress = func(string, *Record) {}
+	}
+	id := r.ID
 	if r.State != lifecycle.DispatchAccepted {
 		return r, nil
 	}

@@ -390,7 +390,7 @@ func superviseHere(ctx context.Context, f *cmdutil.Factory, d *dispatch.Dispatch
 	followCtx, stopFollow := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { p.follow(followCtx) })
-	final, err := d.Supervise(ctx, rec.ID, p.event)
+	final, err := d.SuperviseAccepted(ctx, rec, p.event)
 	stopFollow()
 	wg.Wait()
 	p.stop()
