@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agora-dev/agora/internal/dispatch/logline"
 	"github.com/agora-dev/agora/internal/sandboxfs"
 )
@@ -55,64 +57,89 @@ const phaseWidth = 16
 // setPhase records that the dispatch staged in s entered phase. It is a display aid: a
 // failure to write it changes nothing about the dispatch.
 //
-// The name is written in place, padded to phaseWidth: a temporary file renamed
-// over the last one cost ~0.5 ms per phase on ext4, whose rename over a file with unwritten
-// data forces its blocks out (auto_da_alloc), five times per dispatch. A reader racing the
-// 16-byte write could at worst see a mix of two names, which Live does not believe (it
-// shows no phase). The file is written through only when it is this stage's own: regular,
-// one link, no longer than phaseWidth, no symlink at its name (with `sandbox: none` the
-// worker can write the stage); anything else is replaced by a rename, as before.
+// The name is written in place, padded to phaseWidth, into the stage's own phase file: the
+// one the stage made and holds open (phaseF), while the name still names it. A temporary
+// file renamed over the last one cost ~0.5 ms per phase on ext4, whose rename over a file
+// with unwritten data forces its blocks out (auto_da_alloc), five times per dispatch. A
+// reader racing the 16-byte write could at worst see a mix of two names, which Live does not
+// believe (it shows no phase). A file at the name that the stage did not make is never
+// opened (with `sandbox: none` the worker can write the stage: a file opened by name may be
+// a link to a file of the host's, and a link count checked after the open passes if the
+// link is dropped in between); it is replaced by a rename, which makes the stage's own.
 func (s *stage) setPhase(phase string) {
 	s.madeFiles() // the first phase's write
 	s.setPhaseNow(phase)
 }
 
 func (s *stage) setPhaseNow(phase string) {
-	if len(phase) < phaseWidth && s.overwritePhase(phase) {
+	if len(phase) < phaseWidth && s.writeOwnPhase(phase) {
 		return
 	}
 	s.renamePhase(phase)
 }
 
-// renamePhase replaces the phase file with one holding phase: a temporary file renamed over it.
-// The temporary file is a new one of a random name (O_EXCL, so no symlink, hard link or FIFO
-// the worker planted at a fixed name is opened): this is the path a planted phase file takes,
-// and a fixed ".phase" let the plant's author have it truncate and write a file of agora's,
-// create one through a dangling symlink, or block on a FIFO.
+// renamePhase replaces the phase file with one holding phase: a temporary file renamed over it,
+// which becomes the stage's own (phaseF). The temporary file is a new one of a random name
+// (O_EXCL, so no symlink, hard link or FIFO the worker planted at a fixed name is opened):
+// this is the path a planted phase file takes, and a fixed ".phase" let the plant's author
+// have it truncate and write a file of agora's, create one through a dangling symlink, or
+// block on a FIFO.
 func (s *stage) renamePhase(phase string) {
 	f, err := os.CreateTemp(s.dir, "."+phaseFile+"-*")
 	if err != nil {
 		return
 	}
-	_, err = f.WriteString(phase + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	line := []byte(phase + "\n")
+	if len(phase) < phaseWidth {
+		line = phaseLine(phase)
 	}
+	_, err = f.Write(line)
 	if err == nil {
 		err = os.Rename(f.Name(), filepath.Join(s.dir, phaseFile))
 	}
 	if err != nil {
+		f.Close()
 		os.Remove(f.Name())
+		return
 	}
+	s.closePhase()
+	s.phaseF = f
 }
 
-// overwritePhase writes phase over the phase file in place, creating it if missing, and
-// reports whether it did.
-func (s *stage) overwritePhase(phase string) bool {
-	f, err := os.OpenFile(filepath.Join(s.dir, phaseFile), os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
+// writeOwnPhase writes phase in place into the stage's own phase file, and reports whether
+// it did: the file the stage holds open, when the name still names it; without one, a file
+// it makes at the name when the name is free (O_EXCL).
+func (s *stage) writeOwnPhase(phase string) bool {
+	path := filepath.Join(s.dir, phaseFile)
+	if s.phaseF == nil {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return false
+		}
+		s.phaseF = f
+	} else if !namesFile(path, s.phaseF) {
 		return false
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > phaseWidth {
-		return false
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink != 1 {
-		return false
-	}
-	_, err = f.WriteAt(phaseLine(phase), 0)
+	_, err := s.phaseF.WriteAt(phaseLine(phase), 0)
 	return err == nil
+}
+
+// namesFile reports whether path (not followed) is the file f holds open. f keeps its
+// inode from being reused, so equal device and inode numbers are the same file.
+func namesFile(path string, f *os.File) bool {
+	var at, own unix.Stat_t
+	if unix.Fstatat(unix.AT_FDCWD, path, &at, unix.AT_SYMLINK_NOFOLLOW) != nil || unix.Fstat(int(f.Fd()), &own) != nil {
+		return false
+	}
+	return at.Dev == own.Dev && at.Ino == own.Ino
+}
+
+// closePhase lets go of the stage's own phase file.
+func (s *stage) closePhase() {
+	if s.phaseF != nil {
+		s.phaseF.Close()
+		s.phaseF = nil
+	}
 }
 
 // phaseLine is phase as the phase file holds it: padded with spaces to phaseWidth, with a

@@ -23,13 +23,31 @@ type logSink struct {
 	closed    bool
 }
 
-func newLogSink(path string, limit int64, red *redact.Redactor) (*logSink, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
+// newLogSink writes into f, a log file the supervisor made itself (see createLog).
+func newLogSink(f *os.File, limit int64, red *redact.Redactor) *logSink {
 	c := &capWriter{w: f, left: limit}
-	return &logSink{f: f, red: red.Writer(c), cap: c}, nil
+	return &logSink{f: f, red: red.Writer(c), cap: c}
+}
+
+// createLog makes the log at path, a new file of the supervisor's own: O_EXCL, so whatever
+// else is at the name (with `sandbox: none` the worker can write the stage: a link to a file
+// of the host's, a FIFO) is never opened, let alone written through or blocked on; it is
+// removed (the name only: a link is not followed) and the file made again, twice at most.
+func createLog(path string) (*os.File, error) {
+	var err error
+	for range 3 {
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600); err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			break
+		}
+		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return nil, fmt.Errorf("make log %s: something is in its place that cannot be removed: %w", filepath.Base(path), rerr)
+		}
+	}
+	return nil, fmt.Errorf("make log %s: %w", filepath.Base(path), err)
 }
 
 // appendLogSink is newLogSink appending to path: an adopted dispatch's logs go on after what

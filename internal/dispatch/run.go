@@ -340,14 +340,11 @@ func (s *supervision) unseal(ctx context.Context) error {
 // openLogs opens the sandbox's stdout and stderr sinks, capped and redacted. closeLogs is
 // the one place they are closed.
 func (s *supervision) openLogs(context.Context) error {
-	s.st.madeFiles()
-	var err error
-	if s.stdout, err = newLogSink(s.st.stdout, MaxStdout, s.red); err != nil {
+	stdout, stderr, err := s.st.takeLogs()
+	if err != nil {
 		return err
 	}
-	if s.stderr, err = newLogSink(s.st.stderr, MaxStderr, s.red); err != nil {
-		return err
-	}
+	s.stdout, s.stderr = newLogSink(stdout, MaxStdout, s.red), newLogSink(stderr, MaxStderr, s.red)
 	// network: host is the explicit unsafe escape: every dispatch that takes it says so in its
 	// own log, whichever door it came through (CLI, MCP, a plan), not only on a terminal.
 	if s.r.Network == NetworkHost {

@@ -65,8 +65,12 @@ type stage struct {
 	// out directory, capability files and quota back to the slot, whose teardown removes them;
 	// nil for a stage of the dispatch's own.
 	release func()
-	// making is makeFiles while it runs (see newStageFrom); nil when it never ran.
+	// making is makeFiles while it runs (see newStageFrom); nil when it never ran. logs are
+	// the log files it made, until takeLogs takes them.
 	making *sync.WaitGroup
+	logs   [2]*os.File
+	// phaseF is the stage's own phase file, open for its in-place writes (setPhase).
+	phaseF *os.File
 }
 
 // prestaged is a warm slot's stage taken by the dispatch claiming the slot (local's
@@ -294,21 +298,44 @@ func (s *stage) madeFiles() {
 }
 
 // makeFiles makes the files the supervisor writes in the stage directory: the phase file,
-// holding phase, and the logs, empty. It runs while the rest of the staging does (stage): a
-// new file of the state directory's file system costs a tenth of a millisecond or more
-// (ext4 without a journal scans past recently deleted inodes) that the dispatch need not
-// wait for. O_EXCL and O_NOFOLLOW: a file there already is left as it is, and nothing at
-// those names is followed. setPhase, openLogs and removeWork wait for it (madeFiles).
+// holding phase (setPhase's own), and the logs, empty, which it keeps open for takeLogs. It runs while the
+// rest of the staging does (stage): a new file of the state directory's file system costs a
+// tenth of a millisecond or more (ext4 without a journal scans past recently deleted inodes)
+// that the dispatch need not wait for. O_EXCL: a name taken already is left to setPhase and
+// takeLogs, which never write into a file they did not make. setPhase, takeLogs and
+// removeWork wait for it (madeFiles).
 func (s *stage) makeFiles(phase string) {
-	if f, err := os.OpenFile(filepath.Join(s.dir, phaseFile), os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o600); err == nil {
-		_, _ = f.Write(phaseLine(phase))
-		f.Close()
-	} else {
-		s.setPhaseNow(phase)
+	s.setPhaseNow(phase)
+	for i, p := range []string{s.stdout, s.stderr} {
+		if f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600); err == nil {
+			s.logs[i] = f
+		}
 	}
-	for _, p := range []string{s.stdout, s.stderr} {
-		if f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o600); err == nil {
+}
+
+// takeLogs returns the stage's stdout and stderr log files, new and empty: the ones makeFiles
+// made, or made now ([createLog]) where it made none.
+func (s *stage) takeLogs() (stdout, stderr *os.File, err error) {
+	s.madeFiles()
+	for i, p := range []string{s.stdout, s.stderr} {
+		if s.logs[i] == nil {
+			if s.logs[i], err = createLog(p); err != nil {
+				s.closeLogs()
+				return nil, nil, err
+			}
+		}
+	}
+	stdout, stderr = s.logs[0], s.logs[1]
+	s.logs = [2]*os.File{}
+	return stdout, stderr, nil
+}
+
+// closeLogs closes the log files makeFiles made that nothing took.
+func (s *stage) closeLogs() {
+	for i, f := range s.logs {
+		if f != nil {
 			f.Close()
+			s.logs[i] = nil
 		}
 	}
 }
@@ -444,6 +471,8 @@ func quotaDetail(what, target string) string {
 // mount is gone at once. A gateway directory outside the stage (see startGateway) goes too.
 func (s *stage) removeWork() {
 	s.madeFiles()
+	s.closeLogs()
+	s.closePhase()
 	unmounted := true
 	if s.pinned != "" {
 		// EINVAL, ENOENT: no tmpfs there (a reaped stage that had none, or ext4's layout).
