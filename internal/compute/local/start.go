@@ -100,7 +100,7 @@ func (p *Provider) startHeld(ctx context.Context, s compute.Spec, l limits, out 
 		cmd.Stdout, cmd.Stderr = out[0], out[1]
 	}
 	cmd.ExtraFiles = extra
-	h, err := p.launch(cmd, cg, p.isolation(s, cg))
+	h, err := p.launch(cmd, cg, p.isolation(s, cg), s.RunAs != nil)
 	if err != nil {
 		blockW.Close()
 		return nil, nil, err
@@ -196,7 +196,7 @@ func (p *Provider) startNone(s compute.Spec) (*handle, error) {
 	}
 	cmd := p.command(prlimitArgv(p.prlimit, l, s.Argv), sandboxEnv(s), workDir(s), s, cg)
 	cmd.ExtraFiles = append([]*os.File{}, s.Files...)
-	return p.launch(cmd, cg, p.isolation(s, cg))
+	return p.launch(cmd, cg, p.isolation(s, cg), false)
 }
 
 func (p *Provider) makeCgroup(id string, l limits) (*cgroup, error) {
@@ -260,11 +260,17 @@ func (p *Provider) command(argv, env []string, dir string, s compute.Spec, cg *c
 	return cmd
 }
 
-// launch starts cmd and wraps it in a handle. On failure nothing is left behind.
-func (p *Provider) launch(cmd *exec.Cmd, cg *cgroup, isolation string) (*handle, error) {
+// launch starts cmd and wraps it in a handle. On failure nothing is left behind. A run-as
+// start (ownThread) forks it from the caller's thread, which is locked and lives as long as
+// the task; any other from the spawner's (spawn.go).
+func (p *Provider) launch(cmd *exec.Cmd, cg *cgroup, isolation string, ownThread bool) (*handle, error) {
 	closeOnExecAll()
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if !ownThread {
+		start = func() error { return startOnSpawner(cmd) }
+	}
+	if err := start(); err != nil {
 		if cg != nil {
 			cg.remove()
 		}
