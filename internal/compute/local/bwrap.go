@@ -93,7 +93,8 @@ func bwrapOptions(s compute.Spec, system []string, staged stagedSystem, fds fdLa
 		o = append(o, "--setenv", k, v)
 	}
 	o = append(o, "--unshare-all", "--unshare-user")
-	if s.Network {
+	if s.Network || staged.netns {
+		// The host's network, or the new namespace the starting thread joined.
 		o = append(o, "--share-net")
 	}
 	o = append(o,

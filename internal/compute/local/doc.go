@@ -63,6 +63,19 @@
 // sandbox user may read or write is then decided by the sources' own owners and modes,
 // which the caller sets.
 //
+// A cold run-as sandbox's network namespace is made before its start: the provider keeps
+// two spares, each made by unshare(2) on a thread that then moves back to the host's
+// namespace (the thread must live on: a task the provider started from it dies with it, by
+// its parent-death signal), its loopback brought up, and held by a descriptor of its nsfs
+// file ([netnsPool]); the starting thread joins one (setns) and bwrap shares it
+// (--share-net) instead of making its own. Each is new, holds nothing but its loopback, and
+// is handed to exactly one sandbox; a start that finds none has bwrap make one. It belongs
+// to the host's user namespace, so the sandbox, in a user namespace of its own, holds no
+// capability over it (nor over bwrap's own, which belongs to the user namespace bwrap
+// makes). Making one is a millisecond that bwrap's clone no longer spends while the
+// dispatch waits; a sandbox's end makes the next. A warm slot's bwrap makes its own, as does
+// every sandbox with the host's network or without RunAs.
+//
 // A root provider's sandbox without RunAs runs its command as host uid 0 without
 // capabilities, which /proc/sys still lets write the host's sysctls (kernel.core_pattern
 // among them: the kernel checks only the uid there, and bwrap leaves /proc/sys writable

@@ -52,6 +52,7 @@ type Provider struct {
 	prlimit         string
 	cgroupParent    string
 	system          []string
+	netns           netnsPool // network namespaces made ahead of run-as starts
 	mu              sync.Mutex
 	live            map[string]*handle // guarded by mu: tasks started here and still running
 }

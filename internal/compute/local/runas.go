@@ -54,6 +54,10 @@ func (p *Provider) startBwrapAs(ctx context.Context, s compute.Spec, l limits) (
 		if err == nil {
 			<-h.done
 		}
+		if !s.Network {
+			// Made while nothing starts here, for the next start to take.
+			p.netns.fill()
+		}
 	})
 	r := <-res
 	return r.h, r.err
@@ -93,6 +97,10 @@ func (p *Provider) startInPrivateNS(ctx context.Context, s compute.Spec, l limit
 	staged, err := stageSystem(s)
 	if err != nil {
 		return nil, err
+	}
+	if f := p.takeNetNS(s); f != nil {
+		// A failed join leaves the thread where it was: bwrap makes the namespace itself.
+		staged.netns = joinNetNS(f) == nil
 	}
 	binds, err := bindSources(s.Binds)
 	if err != nil {

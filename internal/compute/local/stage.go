@@ -24,6 +24,9 @@ type stagedSystem struct {
 	etc, dev string
 	// root is the whole root laid out beforehand ([layOutRoot]), /etc and /dev in it, or "".
 	root string
+	// netns: the starting thread has joined a network namespace made ahead ([netnsPool]),
+	// which bwrap shares instead of making its own.
+	netns bool
 }
 
 // devNodes are the device nodes bwrap's --dev binds from the host, and devLinks the links it
