@@ -28,7 +28,7 @@ var frontModules = []string{"golang.org/x/sys"}
 // (orch/api and what its request names), the answer to serve's challenge (callerctx) and the
 // escaping of serve's reason for a decline (agenttext), and what `agora version` prints (version).
 var frontPackages = []string{
-	"cmd/agora", "internal/agenttext", "internal/budget", "internal/callerctx", "internal/jcs", "internal/orch/api",
+	"cmd/agora", "internal/agenttext", "internal/budget", "internal/callerctx", "internal/jcs", "internal/jsonstr", "internal/orch/api",
 	"internal/shellwords", "internal/strictjson", "internal/verdict", "internal/version",
 }
 

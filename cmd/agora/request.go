@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/agora-dev/agora/internal/jsonstr"
 	"github.com/agora-dev/agora/internal/orch/api"
 )
 
@@ -29,7 +29,7 @@ func encodeRequest(r *api.HandoffRequest) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, s)
+			b = jsonstr.Append(b, s)
 		}
 		b = append(b, ']')
 	}
@@ -47,7 +47,7 @@ func encodeRequest(r *api.HandoffRequest) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, e)
+			b = jsonstr.Append(b, e)
 		}
 		b = append(b, ']')
 	}
@@ -78,7 +78,7 @@ func encodeRequest(r *api.HandoffRequest) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func appendField(b []byte, key, v string) []byte { return appendString(append(b, key...), v) }
+func appendField(b []byte, key, v string) []byte { return jsonstr.Append(append(b, key...), v) }
 
 func appendOmitEmpty(b []byte, key, v string) []byte {
 	if v == "" {
@@ -92,58 +92,4 @@ func appendTrue(b []byte, field string, v bool) []byte {
 		return b
 	}
 	return append(b, field...)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString is encoding/json's string encoding with its default HTML escaping: '"' and
-// '\\' escaped, control characters as \n, \r, \t, \b, \f or \u00XX, '<', '>' and '&' as
-// \u00XX, U+2028 and U+2029 as \u2028 and \u2029, and bytes that are not UTF-8 as \ufffd.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(append(b, s[start:]...), '"')
 }

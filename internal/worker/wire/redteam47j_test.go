@@ -16,6 +16,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/agora-dev/agora/internal/jsonstr"
 	"github.com/agora-dev/agora/internal/lifecycle"
 )
 
@@ -149,8 +150,8 @@ func TestRedTeam47j_JSONStringEveryRune(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		if got := jsonstr.Append(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("jsonstr.Append(%q) = %s, want %s", s, got, want)
 		}
 	}
 	for r := rune(0); r <= utf8.MaxRune; r++ {

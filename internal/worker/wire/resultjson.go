@@ -2,7 +2,8 @@ package wire
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/agora-dev/agora/internal/jsonstr"
 )
 
 // appendResult appends r's JSON, byte for byte what encoding/json writes for it, to b. It is
@@ -14,17 +15,17 @@ func appendResult(b []byte, r *Result) []byte {
 	b = append(b, `{"version":`...)
 	b = strconv.AppendInt(b, int64(r.Version), 10)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, string(r.Status))
+	b = jsonstr.Append(b, string(r.Status))
 	b = append(b, `,"reason":`...)
-	b = appendJSONString(b, string(r.Reason))
+	b = jsonstr.Append(b, string(r.Reason))
 	b = append(b, `,"detail":`...)
-	b = appendJSONString(b, r.Detail)
+	b = jsonstr.Append(b, r.Detail)
 	b = append(b, `,"exit_code":`...)
 	b = strconv.AppendInt(b, int64(r.ExitCode), 10)
 	b = append(b, `,"phases":`...)
 	b = appendList(b, r.Phases, func(b []byte, p Phase) []byte {
 		b = append(b, `{"name":`...)
-		b = appendJSONString(b, p.Name)
+		b = jsonstr.Append(b, p.Name)
 		b = append(b, `,"ok":`...)
 		b = strconv.AppendBool(b, p.OK)
 		b = append(b, `,"ms":`...)
@@ -33,9 +34,9 @@ func appendResult(b []byte, r *Result) []byte {
 	})
 	if p := r.Patch; p != nil {
 		b = append(b, `,"patch":{"path":`...)
-		b = appendJSONString(b, p.Path)
+		b = jsonstr.Append(b, p.Path)
 		b = append(b, `,"sha256":`...)
-		b = appendJSONString(b, p.SHA256)
+		b = jsonstr.Append(b, p.SHA256)
 		b = append(b, `,"bytes":`...)
 		b = strconv.AppendInt(b, p.Bytes, 10)
 		b = append(b, `,"files_changed":`...)
@@ -49,9 +50,9 @@ func appendResult(b []byte, r *Result) []byte {
 	b = append(b, `,"outputs_skipped":`...)
 	b = appendList(b, r.OutputsSkipped, func(b []byte, s SkippedOutput) []byte {
 		b = append(b, `{"path":`...)
-		b = appendJSONString(b, s.Path)
+		b = jsonstr.Append(b, s.Path)
 		b = append(b, `,"why":`...)
-		b = appendJSONString(b, s.Why)
+		b = jsonstr.Append(b, s.Why)
 		return append(b, '}')
 	})
 	if f := r.Transcript; f != nil {
@@ -69,11 +70,11 @@ func appendResult(b []byte, r *Result) []byte {
 // order).
 func appendFileInfo(b []byte, path string, size int64, sha string) []byte {
 	b = append(b, `{"path":`...)
-	b = appendJSONString(b, path)
+	b = jsonstr.Append(b, path)
 	b = append(b, `,"size":`...)
 	b = strconv.AppendInt(b, size, 10)
 	b = append(b, `,"sha256":`...)
-	b = appendJSONString(b, sha)
+	b = jsonstr.Append(b, sha)
 	return append(b, '}')
 }
 
@@ -90,58 +91,4 @@ func appendList[T any](b []byte, s []T, each func([]byte, T) []byte) []byte {
 		b = each(b, v)
 	}
 	return append(b, ']')
-}
-
-// appendJSONString appends s quoted as encoding/json quotes a string: HTML's <, > and &
-// escaped, each invalid UTF-8 byte replaced by U+FFFD, U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
