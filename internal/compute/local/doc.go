@@ -88,6 +88,11 @@
 // memory.max and pids.max when the parent delegates those controllers; the tree is then
 // killed through cgroup.kill, and the cgroup is removed after the task ends.
 //
+// Every task carries a parent-death signal (SIGKILL), which Linux sends when the thread
+// that forked it ends. A run-as start forks bwrap from its own thread, which ends with the
+// sandbox; every other task is forked from one thread locked for the life of the process
+// (spawn.go), never from one the runtime may end.
+//
 // # Isolation tokens
 //
 // Exit.Isolation is "none" for the unisolated escape (which still gets the limits, the
