@@ -65,8 +65,8 @@ type stage struct {
 	// out directory, capability files and quota back to the slot, whose teardown removes them;
 	// nil for a stage of the dispatch's own.
 	release func()
-	// making is makeFiles while it runs (see newStageFrom); nil when it never ran. logs are
-	// the log files it made, until takeLogs takes them.
+	// making is makeFiles while it runs (makeFilesBeside, from stage); nil when it never ran.
+	// logs are the log files it made, until takeLogs takes them.
 	making *sync.WaitGroup
 	logs   [2]*os.File
 	// phaseF is the stage's own phase file, open for its in-place writes (setPhase).
@@ -298,12 +298,12 @@ func (s *stage) madeFiles() {
 }
 
 // makeFiles makes the files the supervisor writes in the stage directory: the phase file,
-// holding phase (setPhase's own), and the logs, empty, which it keeps open for takeLogs. It runs while the
-// rest of the staging does (stage): a new file of the state directory's file system costs a
-// tenth of a millisecond or more (ext4 without a journal scans past recently deleted inodes)
-// that the dispatch need not wait for. O_EXCL: a name taken already is left to setPhase and
-// takeLogs, which never write into a file they did not make. setPhase, takeLogs and
-// removeWork wait for it (madeFiles).
+// holding phase (setPhase's own), and the logs, empty, which it keeps open for takeLogs. It
+// runs while the rest of the staging does (stage): a new file of the state directory's file
+// system costs a tenth of a millisecond or more (ext4 without a journal scans past recently
+// deleted inodes) that the dispatch need not wait for. O_EXCL: a name taken already is left
+// to setPhase and takeLogs, which never write into a file they did not make. setPhase,
+// takeLogs and removeWork wait for it (madeFiles).
 func (s *stage) makeFiles(phase string) {
 	s.setPhaseNow(phase)
 	for i, p := range []string{s.stdout, s.stderr} {
