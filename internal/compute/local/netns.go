@@ -85,7 +85,7 @@ func makeNetNS() (*os.File, error) {
 	}
 	defer unix.Close(home)
 	f, err := newNetNS()
-	if err != nil && errors.Is(err, errNotMoved) {
+	if errors.Is(err, errNotMoved) {
 		runtime.UnlockOSThread()
 		return nil, err
 	}

@@ -22,14 +22,7 @@ import (
 // on 127.0.0.1 is refused; down, it is unreachable) and what taking it down gives ("down
 // ERR" or "down ok").
 func netnsProbe() int {
-	ns, err := os.Readlink("/proc/self/ns/net")
-	fmt.Println("ns", ns, err)
-	b, _ := os.ReadFile("/proc/net/dev")
-	for _, l := range strings.Split(string(b), "\n")[2:] {
-		if name, _, ok := strings.Cut(l, ":"); ok {
-			fmt.Println("if", strings.TrimSpace(name))
-		}
-	}
+	printNetNS()
 	c, err := net.Dial("tcp", "127.0.0.1:1")
 	switch {
 	case err == nil:
@@ -42,6 +35,19 @@ func netnsProbe() int {
 	}
 	fmt.Println("down", setLoopbackFlags(0))
 	return 0
+}
+
+// printNetNS prints this process's network namespace ("ns net:[N]") and its interfaces
+// ("if NAME"), a line each.
+func printNetNS() {
+	ns, err := os.Readlink("/proc/self/ns/net")
+	fmt.Println("ns", ns, err)
+	b, _ := os.ReadFile("/proc/net/dev")
+	for _, l := range strings.Split(string(b), "\n")[2:] {
+		if name, _, ok := strings.Cut(l, ":"); ok {
+			fmt.Println("if", strings.TrimSpace(name))
+		}
+	}
 }
 
 // setLoopbackFlags sets lo's flags in this process's network namespace; "ok" when it could.

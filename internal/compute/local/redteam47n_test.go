@@ -67,14 +67,7 @@ func netns47nProbe(args []string) int {
 // netns47nHold prints its network namespace, its interfaces and every descriptor it holds,
 // then "held", and waits for EOF on fd 3.
 func netns47nHold() int {
-	ns, err := os.Readlink("/proc/self/ns/net")
-	fmt.Println("ns", ns, err)
-	b, _ := os.ReadFile("/proc/net/dev")
-	for _, l := range strings.Split(string(b), "\n")[2:] {
-		if name, _, ok := strings.Cut(l, ":"); ok {
-			fmt.Println("if", strings.TrimSpace(name))
-		}
-	}
+	printNetNS()
 	ents, _ := os.ReadDir("/proc/self/fd")
 	for _, e := range ents {
 		l, _ := os.Readlink("/proc/self/fd/" + e.Name())
