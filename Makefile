@@ -14,9 +14,13 @@ export CGO_ENABLED ?= 0
 # `make build` (TestRealNodeDeployManifests) only link. GOFLAGS from the environment could
 # carry -tags agora_weaken (selftest's control test's, controls off): scripts/refuse-weakened.sh
 # removes such programs and fails.
+# bin/agora-worker-exec is the same worker built with the agora_worker_exec tag: exec's adapter
+# alone, no model runtime and no HTTP client, so it starts sooner; agora binds it for an exec
+# dispatch on a local target without warm slots when it is beside agora-worker (docs/adr/0035).
 build:
 	$(GO) build -trimpath -o bin/ ./cmd/agora ./cmd/agora-full ./cmd/agora-worker
-	./scripts/refuse-weakened.sh bin/agora bin/agora-full bin/agora-worker
+	$(GO) build -trimpath -tags agora_worker_exec -o bin/agora-worker-exec ./cmd/agora-worker
+	./scripts/refuse-weakened.sh bin/agora bin/agora-full bin/agora-worker bin/agora-worker-exec
 
 # install puts agora and agora-worker on PATH, side by side: $(PREFIX)/bin (PREFIX=/usr/local;
 # PREFIX=$$HOME/.local for a user install). Mode 0755; agora pins the worker's bytes into
@@ -25,9 +29,10 @@ PREFIX ?= /usr/local
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 bin/agora-worker $(DESTDIR)$(PREFIX)/bin/agora-worker
+	install -m 0755 bin/agora-worker-exec $(DESTDIR)$(PREFIX)/bin/agora-worker-exec
 	install -m 0755 bin/agora-full $(DESTDIR)$(PREFIX)/bin/agora-full
 	install -m 0755 bin/agora $(DESTDIR)$(PREFIX)/bin/agora
-	@echo "installed $(DESTDIR)$(PREFIX)/bin/agora, agora-full and agora-worker"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/agora, agora-full, agora-worker and agora-worker-exec"
 
 # demo says what it does before each step: the first build downloads and compiles every module
 # and takes minutes on a fresh machine, with nothing else on the screen.
@@ -75,6 +80,7 @@ fmt-check:
 # that the race build tag or cgo selects, so the files vet reads are the same.
 vet:
 	CGO_ENABLED=1 $(GO) vet $(TRIM) $(RACE) ./...
+	CGO_ENABLED=1 $(GO) vet $(TRIM) $(RACE) -tags agora_worker_exec ./cmd/agora-worker
 
 # -race needs cgo; the binary itself stays static (CGO_ENABLED=0 in build). Packages go
 # longest first (UNIT_FIRST, then the rest in ./...'s order): go test starts packages in the
@@ -143,6 +149,7 @@ warm:
 	CGO_ENABLED=1 $(GO) list $(TRIM) $(RACE) -export -test -deps -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}' ./...
 	CGO_ENABLED=1 $(GO) vet $(TRIM) $(RACE) ./...
 	$(GO) list $(TRIM) -export -deps -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}' ./cmd/agora ./cmd/agora-full ./cmd/agora-worker
+	$(GO) list $(TRIM) -tags agora_worker_exec -export -deps -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}' ./cmd/agora-worker
 
 # Every fuzz target for 1 s (FUZZTIME=30s make fuzz-short for a longer look; ADR 0033), two
 # packages at a time; under make test, with the binaries built beside the earlier steps (FUZZBIN).

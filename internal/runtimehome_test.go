@@ -38,6 +38,7 @@ var runtimeUses = map[string]map[string]string{
 		"internal/worker/capture.go":                          "the worker runs git through execrt, the process runner",
 		"internal/worker/overlay.go":                          "the worker runs the overlay's commands through execrt, the process runner",
 		"internal/worker/prewarm.go":                          "a warm slot's warm-up runs a no-op exec dispatch",
+		"internal/runtime/runtimes/adapters/adapters_exec.go": "the exec-only worker's table of adapters: exec's alone (ADR 0035)",
 		"internal/grant/suggest/gather.go":                    "a learn dispatch's evidence of an exec subagent is its fixed command",
 		"internal/grant/suggest/evidence.go":                  `the word: the audit's tool name "exec" of a fixed command`,
 		"internal/grant/suggest/propose.go":                   `the word: the shell builtin exec`,

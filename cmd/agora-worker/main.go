@@ -17,6 +17,11 @@
 //
 // The words are those of the hidden `agora worker` commands it replaces, so the argv the host
 // and claude's settings carry reads the same with either binary.
+//
+// Built with -tags agora_worker_exec it is agora-worker-exec, the worker of a local exec
+// dispatch: exec's adapter alone, without the model runtimes, the gateway's client or a pod's
+// steps, so it starts sooner; it refuses the words it cannot serve
+// (docs/adr/0035-an-exec-dispatch-runs-an-exec-only-worker.md).
 package main
 
 import (
@@ -29,7 +34,6 @@ import (
 
 	"github.com/agora-dev/agora/internal/compute/fdpass"
 	"github.com/agora-dev/agora/internal/worker"
-	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
 
 // exitUsage is the exit code of a command line this program does not know.
@@ -45,14 +49,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case len(args) >= 2 && args[0] == "worker" && args[1] == "hook":
 		// Its exit code is claude's: 2 refuses the call, so the hook parses its own arguments.
 		return worker.HookMain(context.Background(), args[2:], stdin, stderr)
-	case len(args) == 2 && args[0] == "worker" && args[1] == "fetch":
+	case len(args) == 2 && args[0] == "worker" && (args[1] == "fetch" || args[1] == "fill"):
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return workerremote.FetchMain(ctx, stderr)
-	case len(args) == 2 && args[0] == "worker" && args[1] == "fill":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return workerremote.FillMain(ctx, stderr)
+		return podStep(ctx, args[1], stderr)
 	case len(args) >= 3 && args[0] == "fdpass" && args[1] == "--":
 		// Exec returns only on failure; the program's environment is this process's.
 		fmt.Fprintf(stderr, "agora-worker fdpass: %v\n", fdpass.Exec(args[2:], os.Environ()))

@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
-// BuildBinary builds cmd/agora (the front), cmd/agora-full (the whole program the front execs)
-// and the worker program cmd/agora-worker (static, as shipped) side by side into a new
+// BuildBinary builds cmd/agora (the front), cmd/agora-full (the whole program the front execs),
+// the worker program cmd/agora-worker and its exec-only build agora-worker-exec (static, as
+// shipped) side by side into a new
 // temporary directory, as `make install` installs them, and returns agora's path and a func
 // that removes the directory. TestMain functions call it once. Built from a checkout, they
 // carry the commit (go build's -buildvcs=auto). When [BuiltEnv] names a directory (make unit
@@ -25,13 +27,13 @@ func BuildBinary() (bin string, cleanup func(), err error) {
 	return BuildBinaryFlags()
 }
 
-// BuiltEnv names a directory holding agora, agora-full and agora-worker as `make build` makes
+// BuiltEnv names a directory holding agora, agora-full, agora-worker and agora-worker-exec as `make build` makes
 // them (-trimpath, CGO_ENABLED=0) from the checkout under test. Only make sets it, right after
 // building them, so they are never older than the code the tests run.
 const BuiltEnv = "AGORA_TEST_BUILT"
 
 // programs are what BuildBinary makes, by file name.
-var programs = []string{"agora", "agora-full", "agora-worker"}
+var programs = []string{"agora", "agora-full", "agora-worker", "agora-worker-exec"}
 
 // copyBuilt copies the programs from dir into a new temporary directory of the test's own, as
 // a build would have put them there: a test may replace or remove one beside agora without
@@ -79,17 +81,38 @@ func BuildBinaryFlags(flags ...string) (bin string, cleanup func(), err error) {
 	// build cache, so this only links.
 	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", dir+"/",
 		"github.com/agora-dev/agora/cmd/agora", "github.com/agora-dev/agora/cmd/agora-full", "github.com/agora-dev/agora/cmd/agora-worker")
-	build := exec.Command("go", args...)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("build agora and agora-worker: %v\n%s", err, out)
+	// The exec-only worker is the same program with one tag more: a build of its own.
+	execArgs := append(append([]string{"build", "-trimpath"}, withTag(flags, "agora_worker_exec")...), "-o", filepath.Join(dir, "agora-worker-exec"),
+		"github.com/agora-dev/agora/cmd/agora-worker")
+	for _, a := range [][]string{args, execArgs} {
+		build := exec.Command("go", a...)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, fmt.Errorf("build agora and agora-worker: %v\n%s", err, out)
+		}
 	}
 	return filepath.Join(dir, "agora"), func() { os.RemoveAll(dir) }, nil
 }
 
+// withTag is flags with tag added to their -tags (go build takes the last -tags only).
+func withTag(flags []string, tag string) []string {
+	out := []string{"-tags=" + tag}
+	for _, f := range flags {
+		if t, ok := strings.CutPrefix(f, "-tags="); ok {
+			out[0] += "," + t
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // Worker is the worker program BuildBinary built beside the agora binary bin.
 func Worker(bin string) string { return filepath.Join(filepath.Dir(bin), "agora-worker") }
+
+// ExecWorker is the exec-only worker BuildBinary built beside the agora binary bin.
+func ExecWorker(bin string) string { return filepath.Join(filepath.Dir(bin), "agora-worker-exec") }
 
 // ParentBinaryEnv names the agora binary a test that runs its own test binary again as a child
 // (under strace, say) already built: the child's RunWithBinary uses it rather than building the

@@ -1,3 +1,5 @@
+//go:build !agora_worker_exec
+
 package worker
 
 import (
@@ -6,6 +8,9 @@ import (
 
 	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 )
+
+// remoteMode says the worker runs in a pod, reaching the host through the network gateway.
+func remoteMode() bool { return workerremote.Enabled() }
 
 // runRemote runs the worker in a pod that reaches the host through agora's network gateway
 // (internal/worker/remote): the gateway's token leaves the environment before anything of

@@ -17,7 +17,6 @@ import (
 	"github.com/agora-dev/agora/internal/catalog"
 	"github.com/agora-dev/agora/internal/lifecycle"
 	"github.com/agora-dev/agora/internal/runtime/agentrun"
-	workerremote "github.com/agora-dev/agora/internal/worker/remote"
 	"github.com/agora-dev/agora/internal/worker/wire"
 )
 
@@ -115,7 +114,7 @@ func Main(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	opts := options{Root: root, TempDir: tmp, Stdout: stdout, Stderr: stderr, secretsFD: wire.SecretsFD,
 		stopOthers: os.Getenv(wire.RootEnv) == "", awaitSignals: func() { <-dropped }}
-	if workerremote.Enabled() {
+	if remoteMode() {
 		return runRemote(ctx, opts)
 	}
 	return run(ctx, opts)

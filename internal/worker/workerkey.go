@@ -1,3 +1,5 @@
+//go:build !agora_worker_exec
+
 package worker
 
 import (
