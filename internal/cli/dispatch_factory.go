@@ -93,7 +93,7 @@ func workerBinary(exe, configured, homeDir string) (dispatch.WorkerBinary, error
 		return dispatch.WorkerBinary{}, err
 	}
 	return dispatch.WorkerBinary{
-		Path: path, Configured: configured != "",
+		Path: path, Configured: configured != "", Exec: workerbin.ExecBeside(path),
 		Pinner: &workerbin.Pinner{Dir: filepath.Join(homeDir, workerbin.DirName)},
 	}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agora-dev/agora/internal/config"
 	"github.com/agora-dev/agora/internal/egress/proxy"
 	"github.com/agora-dev/agora/internal/lifecycle"
+	"github.com/agora-dev/agora/internal/runtime/runtimes"
 	"github.com/agora-dev/agora/internal/secret/redact"
 	"github.com/agora-dev/agora/internal/store"
 	"github.com/agora-dev/agora/internal/worker/wire"
@@ -238,7 +239,9 @@ func (s *supervision) stage(ctx context.Context) error {
 	st.makeFilesBeside(PhaseStaging)
 	s.sp.phase(phaseSpan(PhaseStaging))
 	s.progress(PhaseStaging, s.r)
-	wb, fl := d.workerBinary(ctx, s.target, r.Sandbox)
+	// The exec-only worker never runs on a target with warm slots: its cold dispatches teach
+	// the slots their shape, the worker's bind with it, and a slot runs what it started with.
+	wb, fl := d.workerBinary(ctx, s.target, r.Sandbox, runtimes.ExecOnly(p.doc.Runtime) && s.target.Warm == 0 && s.warm == nil)
 	if fl != nil {
 		return &failure{*fl}
 	}

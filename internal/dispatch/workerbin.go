@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
@@ -21,6 +22,11 @@ type WorkerBinary struct {
 	Path string
 	// Configured says agora.yaml named Path (for the fix the error gives).
 	Configured bool
+	// Exec is the exec-only worker (workerbin.ExecName) beside Path, or "". When the file is
+	// there, an exec dispatch on a local target without warm slots binds it instead of Path:
+	// it starts sooner. Path is pinned all the same, so a missing or unsound worker fails every
+	// dispatch alike.
+	Exec string
 	// Pinner pins it into AGORA_HOME/bin; nil fails every dispatch that binds a worker.
 	Pinner *workerbin.Pinner
 }
@@ -30,7 +36,11 @@ type WorkerBinary struct {
 // with the command that fixes it. It returns nil for a kubernetes target, whose pod runs the
 // worker of its own image (pinned by digest in agora.yaml; the pod's fetch step checks its
 // version against this agora's).
-func (d *Dispatcher) workerBinary(ctx context.Context, target config.Target, sandbox string) (*wire.RuntimeBinary, *Outcome) {
+//
+// execOnly says the exec-only worker may run the dispatch: an exec dispatch on a target
+// without warm slots. It is bound on a local target when it is installed (d.Worker.Exec); a
+// pod or a container runs the worker of its own.
+func (d *Dispatcher) workerBinary(ctx context.Context, target config.Target, sandbox string, execOnly bool) (*wire.RuntimeBinary, *Outcome) {
 	if target.Provider == config.ProviderKubernetes && sandbox != compute.SandboxNone {
 		return nil, nil
 	}
@@ -39,6 +49,13 @@ func (d *Dispatcher) workerBinary(ctx context.Context, target config.Target, san
 		return nil, &o
 	}
 	b, err := d.Worker.Pinner.Pin(ctx, d.Worker.Path, d.Worker.Configured)
+	if err == nil && execOnly && target.Provider == config.ProviderLocal && d.Worker.Exec != "" {
+		// Only a file that is not there is passed over: one that is there is checked as the
+		// worker is, and must be its owner's; one that fails the checks fails the dispatch.
+		if _, serr := os.Lstat(d.Worker.Exec); serr == nil {
+			b, err = d.Worker.Pinner.PinBeside(ctx, b, d.Worker.Exec)
+		}
+	}
 	if err != nil {
 		o := failed(lifecycle.ReasonProviderFailed, "%v", err)
 		return nil, &o

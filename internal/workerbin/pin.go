@@ -115,6 +115,35 @@ func (p *Pinner) Pin(ctx context.Context, source string, configured bool) (Binar
 	return p.pinFresh(source, id, configured)
 }
 
+// PinBeside is [Pinner.Pin] of source, a file whose name the dispatcher looks for beside the
+// worker it pinned (the exec-only worker, [ExecBeside]), owned by whoever owns the worker: the
+// name is optional, so where others may create files (a sticky directory, which the checks
+// accept for a file its owner alone may replace) another user could otherwise be first to
+// take it. Once the owners agree, nobody but the worker's owner can replace source there.
+func (p *Pinner) PinBeside(ctx context.Context, worker Binary, source string) (Binary, error) {
+	wst, err := os.Stat(worker.Source)
+	if err != nil {
+		return Binary{}, &MissingError{Path: worker.Source, Err: err}
+	}
+	st, err := os.Stat(source)
+	if err != nil {
+		return Binary{}, &MissingError{Path: source, Err: err}
+	}
+	if got, want := owner(st), owner(wst); got != want {
+		return Binary{}, fmt.Errorf("worker binary %s is owned by uid %d, not uid %d as %s beside it is: anyone who can make a file there decides what a sandbox runs; remove it, or reinstall both with %s",
+			source, got, want, worker.Source, FixCommand)
+	}
+	return p.Pin(ctx, source, false)
+}
+
+// owner is the uid owning the file st describes.
+func owner(st os.FileInfo) uint32 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return sys.Uid
+	}
+	return ^uint32(0)
+}
+
 // pinned returns the pin of source when source is still the file id describes and its copy
 // is still the file the pin wrote.
 func (p *Pinner) pinned(source string, id fileID) (Binary, bool) {
@@ -173,7 +202,9 @@ func (p *Pinner) copyPath(digest string) string {
 // readIdentified reads the whole file and checks, on the open descriptor, that it is the file
 // id describes before and after the read: a file replaced or rewritten meanwhile is refused.
 func readIdentified(path string, id fileID, configured bool) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO put at path after its stat fails the identity check below instead
+	// of blocking the open (and every pin waiting on p.pinning) until someone writes to it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &MissingError{Path: path, Configured: configured, Err: err}
 	}

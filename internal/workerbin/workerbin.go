@@ -15,6 +15,9 @@
 //
 // A missing worker, one built from other source, or one whose pinned copy changed fails the
 // dispatch with the command that fixes it; agora never falls back to binding itself.
+//
+// The exec-only worker ([ExecName], beside the worker) is the same program built with the
+// agora_worker_exec tag; the dispatcher pins it the same way for the dispatches it serves.
 package workerbin
 
 import (
@@ -26,6 +29,15 @@ import (
 
 // Name is the worker program's file name, beside agora.
 const Name = "agora-worker"
+
+// ExecName is the exec-only worker's file name, beside [Name]: cmd/agora-worker built with
+// the agora_worker_exec tag, which runs exec dispatches only and links no model runtime and
+// no HTTP client, so it starts sooner. It is optional: without it every dispatch binds
+// [Name] (docs/adr/0035-an-exec-dispatch-runs-an-exec-only-worker.md).
+const ExecName = "agora-worker-exec"
+
+// ExecBeside is where the exec-only worker is looked for: beside the worker at worker.
+func ExecBeside(worker string) string { return filepath.Join(filepath.Dir(worker), ExecName) }
 
 // MainPath is the package path the worker's build information must name.
 const MainPath = "github.com/agora-dev/agora/cmd/agora-worker"

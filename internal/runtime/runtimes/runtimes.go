@@ -53,6 +53,11 @@ func All() []Runtime {
 	}
 }
 
+// ExecOnly reports whether the exec-only worker runs the runtime called name: agora-worker-exec,
+// cmd/agora-worker built with the agora_worker_exec tag, whose table of adapters
+// (runtimes/adapters/adapters_exec.go) holds exec's alone.
+func ExecOnly(name string) bool { return name == execdef.Name }
+
 // Lookup returns the runtime called name.
 func Lookup(name string) (Runtime, bool) {
 	for _, r := range All() {
