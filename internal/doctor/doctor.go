@@ -10,6 +10,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -82,6 +83,10 @@ type Host struct {
 	// WorkerBinary finds and checks the worker program a dispatch binds (configured is
 	// AGORA_WORKER_BINARY or worker.binary, "" for beside agora); nil skips the check.
 	WorkerBinary func(configured string) (workerbin.Binary, error)
+	// ExecWorkerBinary finds and checks the exec-only worker beside worker
+	// (workerbin.InspectBeside); an error wrapping fs.ErrNotExist: none is installed. nil
+	// skips the check.
+	ExecWorkerBinary func(worker workerbin.Binary) (workerbin.Binary, error)
 	// AgentSandbox asks a kubernetes target's cluster whether it serves agent-sandbox's
 	// Sandboxes and how many of agora's are there (an error wrapping [ErrNoAgentSandbox] when
 	// the CRD is missing); nil skips the check.
@@ -479,6 +484,27 @@ func (r *run) workerBinary(o Options) {
 	}
 	r.ok(name, fmt.Sprintf("%s, %s, sha256 %s (pinned into AGORA_HOME/bin and bound read-only into every sandbox)",
 		b.Source, b.Version, b.SHA256), true)
+	r.execWorkerBinary(b)
+}
+
+// execWorkerBinary checks the exec-only worker beside the worker: optional (without it every
+// dispatch binds the worker), but one that is there and unsound fails exec dispatches.
+func (r *run) execWorkerBinary(worker workerbin.Binary) {
+	if r.h.ExecWorkerBinary == nil {
+		return
+	}
+	const name = workerbin.ExecName
+	b, err := r.h.ExecWorkerBinary(worker)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r.missing(name, "not installed beside agora-worker: exec dispatches bind agora-worker, whose start is about a millisecond longer",
+			"make install (it puts agora-worker-exec beside agora-worker)", false)
+	case err != nil:
+		r.missing(name, err.Error(), "remove it, or install agora and its workers side by side: make install", true)
+	default:
+		r.ok(name, fmt.Sprintf("%s, %s, sha256 %s (bound in agora-worker's place for exec dispatches on local targets without warm slots)",
+			b.Source, b.Version, b.SHA256), false)
+	}
 }
 
 func (r *run) git() {

@@ -23,7 +23,7 @@ import (
 
 // wantNames is the fixed order of the checks.
 var wantNames = []string{"config", "bwrap", "prlimit", "user-namespaces", "privileges", "sandbox-uid",
-	"cgroup-v2", "disk-quota", "agora-binary", "agora-worker", "git", "runtime-claude-code", "runtime-codex"}
+	"cgroup-v2", "disk-quota", "agora-binary", "agora-worker", "agora-worker-exec", "git", "runtime-claude-code", "runtime-codex"}
 
 type fileInfo struct{ mode fs.FileMode }
 
@@ -66,6 +66,9 @@ func healthyRoot(gotRunAs **compute.HostUser) Host {
 		},
 		WorkerBinary: func(configured string) (workerbin.Binary, error) {
 			return workerbin.Binary{Source: "/usr/local/bin/agora-worker", Version: "agora v1", SHA256: strings.Repeat("b", 64)}, nil
+		},
+		ExecWorkerBinary: func(worker workerbin.Binary) (workerbin.Binary, error) {
+			return workerbin.Binary{Source: workerbin.ExecBeside(worker.Source), Version: "agora v1", SHA256: strings.Repeat("c", 64)}, nil
 		},
 	}
 }
@@ -211,6 +214,31 @@ func TestRun(t *testing.T) {
 			wantInMissing: map[string]string{"agora-worker": "go install ./cmd/agora ./cmd/agora-full ./cmd/agora-worker"},
 		},
 		{
+			// `go install` of the three programs: no exec-only worker. Every dispatch binds
+			// agora-worker; doctor says so and what installs it, and nothing is refused.
+			name: "no exec-only worker beside the worker",
+			host: func(h *Host) {
+				h.ExecWorkerBinary = func(workerbin.Binary) (workerbin.Binary, error) {
+					return workerbin.Binary{}, &workerbin.MissingError{Path: "/usr/local/bin/agora-worker-exec", Err: fs.ErrNotExist}
+				}
+			},
+			wantMissing:   []string{"agora-worker-exec"},
+			wantInMissing: map[string]string{"agora-worker-exec": "make install"},
+			canDispatch:   true,
+		},
+		{
+			// One another user planted beside a worker in a sticky directory: exec dispatches
+			// would fail, so it is a required check.
+			name: "an exec-only worker of another owner",
+			host: func(h *Host) {
+				h.ExecWorkerBinary = func(workerbin.Binary) (workerbin.Binary, error) {
+					return workerbin.Binary{}, errors.New("worker binary /tmp/agora-worker-exec is owned by uid 65534, not uid 0 as /tmp/agora-worker beside it is")
+				}
+			},
+			wantMissing:   []string{"agora-worker-exec"},
+			wantInMissing: map[string]string{"agora-worker-exec": "owned by uid 65534"},
+		},
+		{
 			name:          "config does not load",
 			opts:          Options{ConfigErr: errors.New("agora.yaml:3: targets.local.disk: at least 1MiB")},
 			wantMissing:   []string{"config"},
@@ -249,6 +277,9 @@ func TestRun(t *testing.T) {
 			want := wantNames
 			if slices.Contains(tt.wantMissing, "warm-slots") { // only said when a target asks
 				want = slices.Insert(slices.Clone(wantNames), 1, "warm-slots")
+			}
+			if slices.Contains(tt.wantMissing, "agora-worker") { // the exec-only worker is looked for beside a worker
+				want = slices.DeleteFunc(slices.Clone(want), func(n string) bool { return n == "agora-worker-exec" })
 			}
 			if diff := cmp.Diff(want, names); diff != "" {
 				t.Errorf("checks (-want +got):\n%s", diff)
@@ -299,7 +330,11 @@ func TestRun_ThisHost(t *testing.T) {
 			t.Errorf("missing check %s has no fix", c.Name)
 		}
 	}
-	if diff := cmp.Diff(wantNames, names); diff != "" {
+	want := wantNames
+	if check(t, r, "agora-worker").Status == StatusMissing { // the exec-only worker is looked for beside a worker
+		want = slices.DeleteFunc(slices.Clone(want), func(n string) bool { return n == "agora-worker-exec" })
+	}
+	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
 	}
 	if err := local.Available(); err != nil {

@@ -62,6 +62,9 @@ func System() Host {
 			}
 			return workerbin.Inspect(path, configured != "", workerbin.Self())
 		},
+		ExecWorkerBinary: func(worker workerbin.Binary) (workerbin.Binary, error) {
+			return workerbin.InspectBeside(worker, workerbin.ExecBeside(worker.Source), workerbin.Self())
+		},
 	}
 }
 

@@ -121,19 +121,27 @@ func (p *Pinner) Pin(ctx context.Context, source string, configured bool) (Binar
 // accept for a file its owner alone may replace) another user could otherwise be first to
 // take it. Once the owners agree, nobody but the worker's owner can replace source there.
 func (p *Pinner) PinBeside(ctx context.Context, worker Binary, source string) (Binary, error) {
-	wst, err := os.Stat(worker.Source)
+	if err := sameOwner(worker.Source, source); err != nil {
+		return Binary{}, err
+	}
+	return p.Pin(ctx, source, false)
+}
+
+// sameOwner refuses source unless whoever owns worker owns it.
+func sameOwner(worker, source string) error {
+	wst, err := os.Stat(worker)
 	if err != nil {
-		return Binary{}, &MissingError{Path: worker.Source, Err: err}
+		return &MissingError{Path: worker, Err: err}
 	}
 	st, err := os.Stat(source)
 	if err != nil {
-		return Binary{}, &MissingError{Path: source, Err: err}
+		return &MissingError{Path: source, Err: err}
 	}
 	if got, want := owner(st), owner(wst); got != want {
-		return Binary{}, fmt.Errorf("worker binary %s is owned by uid %d, not uid %d as %s beside it is: anyone who can make a file there decides what a sandbox runs; remove it, or reinstall both with %s",
-			source, got, want, worker.Source, FixCommand)
+		return fmt.Errorf("worker binary %s is owned by uid %d, not uid %d as %s beside it is: anyone who can make a file there decides what a sandbox runs; remove it, or reinstall both with %s",
+			source, got, want, worker, FixCommand)
 	}
-	return p.Pin(ctx, source, false)
+	return nil
 }
 
 // owner is the uid owning the file st describes.
@@ -386,4 +394,13 @@ func Inspect(source string, configured bool, want Build) (Binary, error) {
 	}
 	sum := sha256.Sum256(b)
 	return Binary{Source: source, SHA256: hex.EncodeToString(sum[:]), Version: got.String()}, nil
+}
+
+// InspectBeside is [Inspect] of source, found beside worker as [Pinner.PinBeside] finds it,
+// with PinBeside's owner check.
+func InspectBeside(worker Binary, source string, want Build) (Binary, error) {
+	if err := sameOwner(worker.Source, source); err != nil {
+		return Binary{}, err
+	}
+	return Inspect(source, false, want)
 }
