@@ -19,6 +19,7 @@ var notTools = map[string]string{
 	"agora_resume":              "the key of a resumed child's input that holds the answer",
 	"agora_capability_register": "the doc's example of a tool that does not exist",
 	"agora_weaken":              "the build tag of selftest's control test (weaken_on.go files), no tool",
+	"agora_worker_exec":         "the build tag of the exec-only worker (agora-worker-exec, ADR 0035), no tool",
 }
 
 // TestMCPDoc_NamesExactlyTheRegisteredTools reads docs/mcp.md against the tools the server
