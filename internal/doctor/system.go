@@ -2,8 +2,10 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +65,17 @@ func System() Host {
 			return workerbin.Inspect(path, configured != "", workerbin.Self())
 		},
 		ExecWorkerBinary: func(worker workerbin.Binary) (workerbin.Binary, error) {
-			return workerbin.InspectBeside(worker, workerbin.ExecBeside(worker.Source), workerbin.Self())
+			// As the dispatcher looks: a name that is not there is passed over, anything at it
+			// (a link to nothing too) is checked.
+			path := workerbin.ExecBeside(worker.Source)
+			if _, err := os.Lstat(path); err != nil {
+				return workerbin.Binary{}, err
+			}
+			b, err := workerbin.InspectBeside(worker, path, workerbin.Self())
+			if errors.Is(err, fs.ErrNotExist) {
+				return b, fmt.Errorf("%s is a link to nothing, which fails every exec dispatch (%v)", path, err)
+			}
+			return b, err
 		},
 	}
 }
