@@ -31,7 +31,6 @@ var readAllowed = map[string]string{
 	"dispatch/stack.go:sweepStackScratch: os.ReadDir":                "AGORA_HOME/dispatches/.stack, where accept builds stacked bases on the host before any stage or sandbox exists; no sandbox binds it, and only the names and times of its entries are read, to remove old ones",
 	"dispatch/warmk8s.go:k8sHomes: os.ReadFile":                      "AGORA_HOME/keys/audit.pub, the home's public audit key made by agora init (0600); no sandbox binds AGORA_HOME/keys, and its bytes only go into the hash of the slots' home label (red team 33)",
 	"dispatch/warmdocker.go:sweepDocker: os.Stat":                    "asks whether AGORA_HOME/gateway, the host's own directory, exists (no holder ever ran otherwise); reads no byte",
-	"dispatch/workerbin.go:workerBinary: os.Lstat":                   "asks whether agora-worker-exec is beside the installed worker, an operator's directory no sandbox binds; lstat follows no link and reads no byte (workerbin.Pinner checks and reads it)",
 	"cli/dispatchcmd/handoff.go:ownPrivate: os.Lstat":                "AGORA_HOME/orch and orch.sock, the host's own directory (no sandbox binds it): their type, mode and owner decide whether the CLI trusts serve",
 	"cli/dispatchcmd/resident_start.go:openResidentLog: os.OpenFile": "creates or appends AGORA_HOME/orch/resident.log in this user's 0700 orch/ (no sandbox binds it), write-only, O_NOFOLLOW|O_NONBLOCK, regular files only",
 	"cli/dispatchcmd/runner.go:newHandoffRunner: os.Stat":            "/proc/self/exe, serve's own executable",

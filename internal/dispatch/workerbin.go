@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/agora-dev/agora/internal/compute"
 	"github.com/agora-dev/agora/internal/config"
@@ -52,7 +51,7 @@ func (d *Dispatcher) workerBinary(ctx context.Context, target config.Target, san
 	if err == nil && execOnly && target.Provider == config.ProviderLocal && d.Worker.Exec != "" {
 		// Only a file that is not there is passed over: one that is there is checked as the
 		// worker is, and must be its owner's; one that fails the checks fails the dispatch.
-		if _, serr := os.Lstat(d.Worker.Exec); serr == nil {
+		if workerbin.ExecThere(d.Worker.Exec) {
 			b, err = d.Worker.Pinner.PinBeside(ctx, b, d.Worker.Exec)
 		}
 	}

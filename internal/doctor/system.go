@@ -68,8 +68,8 @@ func System() Host {
 			// As the dispatcher looks: a name that is not there is passed over, anything at it
 			// (a link to nothing too) is checked.
 			path := workerbin.ExecBeside(worker.Source)
-			if _, err := os.Lstat(path); err != nil {
-				return workerbin.Binary{}, err
+			if !workerbin.ExecThere(path) {
+				return workerbin.Binary{}, &workerbin.MissingError{Path: path, Err: fs.ErrNotExist}
 			}
 			b, err := workerbin.InspectBeside(worker, path, workerbin.Self())
 			if errors.Is(err, fs.ErrNotExist) {

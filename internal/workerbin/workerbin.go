@@ -39,6 +39,14 @@ const ExecName = "agora-worker-exec"
 // ExecBeside is where the exec-only worker is looked for: beside the worker at worker.
 func ExecBeside(worker string) string { return filepath.Join(filepath.Dir(worker), ExecName) }
 
+// ExecThere reports whether anything is at path, the exec-only worker's name: only a name with
+// nothing at it is passed over; a link to nothing counts, and fails the checks that follow.
+// The dispatcher and agora doctor decide alike through it.
+func ExecThere(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
 // MainPath is the package path the worker's build information must name.
 const MainPath = "github.com/agora-dev/agora/cmd/agora-worker"
 
