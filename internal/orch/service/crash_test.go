@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -59,6 +60,9 @@ func newEnvShell(t *testing.T, yaml, shell string) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, home: filepath.Join(dir, "home"), vars: append(os.Environ(), "AGORA_HOME="+filepath.Join(dir, "home"))}
+	// Registered after TempDir, so it runs after the test's own cleanups (its serve stopped
+	// or killed) and before the directory's removal.
+	t.Cleanup(e.settle)
 	cat := filepath.Join(dir, "catalog")
 	must(t, os.MkdirAll(filepath.Join(cat, "caps", "shell"), 0o755))
 	must(t, os.WriteFile(filepath.Join(cat, "caps", "shell", "capability.yaml"), []byte(shell), 0o644))
@@ -89,6 +93,31 @@ subagents:
 	}
 	e.run("apply", "-f", filepath.Join(cat, "agora-manifest.yaml"))
 	return e
+}
+
+// settle releases what the home's dispatches still hold on the host when the test ends. A
+// dispatch's end is recorded before its stage is released, so a test that ends with its run
+// may stop (or kill -9) the process releasing it, or find a detached supervisor still
+// unmounting: the home's own recovery, the reap every reading command runs first, finishes
+// the release once no live supervisor is left. A stage still mounted after it is a leak
+// the test reports, and it is unmounted so that the directory's removal does not fail
+// with "device or resource busy" instead.
+func (e *env) settle() {
+	if len(agoratest.MountsUnder(e.t, e.home)) == 0 {
+		return
+	}
+	agoratest.Poll(30*time.Second, func() bool {
+		cmd := exec.Command(agoraBin, "dispatch", "list")
+		cmd.Env = e.vars
+		cmd.Run()
+		return len(agoratest.MountsUnder(e.t, e.home)) == 0
+	})
+	if m := agoratest.MountsUnder(e.t, e.home); len(m) != 0 {
+		e.t.Errorf("still mounted 30s after the test ended, reaped all along: %v", m)
+		for _, p := range slices.Backward(m) {
+			syscall.Unmount(p, syscall.MNT_DETACH)
+		}
+	}
 }
 
 // requireBwrap skips a test that runs real sandboxed workers where bubblewrap is missing.

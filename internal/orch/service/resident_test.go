@@ -3,6 +3,7 @@ package service_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agora-dev/agora/internal/peercred"
 )
 
 // residentEnv is an env with the hand-off catalog and no serve: its first `agora dispatch
@@ -57,15 +60,15 @@ func (e *env) waitResident() int {
 }
 
 // waitNewResident waits until a resident dispatcher other than pid old listens (a killed one
-// is a zombie for a moment) and returns its pid.
+// is a zombie for a moment) and returns its pid. It listens once its socket answers and the
+// process holding it is the one resident.lock names: the lock is taken before the socket is
+// bound, and a killed resident's socket is still at the path until the new one replaces it.
 func (e *env) waitNewResident(old int) int {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if fi, err := os.Lstat(e.residentSock()); err == nil && fi.Mode().Type() == os.ModeSocket {
-			if pid := e.residentPID(); pid > 0 && pid != old && syscall.Kill(pid, 0) == nil {
-				return pid
-			}
+		if pid := e.residentPID(); pid > 0 && pid != old && e.socketHeldBy(pid) {
+			return pid
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(e.home, "orch", "resident.log"))
@@ -73,6 +76,17 @@ func (e *env) waitNewResident(old int) int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// socketHeldBy reports whether the resident socket answers and process pid listens on it.
+func (e *env) socketHeldBy(pid int) bool {
+	c, err := net.DialTimeout("unix", e.residentSock(), time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	cred, err := peercred.Of(c)
+	return err == nil && int(cred.Pid) == pid
 }
 
 // firstResident runs the home's first dispatch (subagent ok), which starts the resident
