@@ -48,13 +48,16 @@ type Options struct {
 
 // Provider starts sandboxed processes on this machine. It is safe for concurrent use.
 type Provider struct {
-	bwrap, bwrapErr string
-	prlimit         string
-	cgroupParent    string
-	system          []string
-	netns           netnsPool // network namespaces made ahead of run-as starts
-	mu              sync.Mutex
-	live            map[string]*handle // guarded by mu: tasks started here and still running
+	bwrapName    string     // Options.BwrapPath, or "bwrap"
+	bwrapMu      sync.Mutex // guards bwrap and bwrapErr
+	bwrap        string     // bwrapName resolved, "" while it is missing
+	bwrapErr     string     // why bwrap is "": the last lookup's error
+	prlimit      string
+	cgroupParent string
+	system       []string
+	netns        netnsPool // network namespaces made ahead of run-as starts
+	mu           sync.Mutex
+	live         map[string]*handle // guarded by mu: tasks started here and still running
 }
 
 var _ compute.Provider = (*Provider)(nil)
@@ -62,13 +65,8 @@ var _ compute.Provider = (*Provider)(nil)
 // New builds a provider. A missing bwrap is not an error here: Start refuses specs that
 // need it with [ErrNoSandbox].
 func New(opts Options) (*Provider, error) {
-	p := &Provider{live: make(map[string]*handle)}
-	bwrap := cmp.Or(opts.BwrapPath, "bwrap")
-	if path, err := exec.LookPath(bwrap); err != nil {
-		p.bwrapErr = fmt.Sprintf("bwrap %q: %v", bwrap, err)
-	} else {
-		p.bwrap = path
-	}
+	p := &Provider{live: make(map[string]*handle), bwrapName: cmp.Or(opts.BwrapPath, "bwrap")}
+	p.bwrapPath()
 	prl := cmp.Or(opts.PrlimitPath, "prlimit")
 	if path, err := exec.LookPath(prl); err == nil {
 		// Resolved: what runs is the file itself, not a link to it.
@@ -113,8 +111,8 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 		}
 		h, err = p.startNone(s)
 	} else {
-		if p.bwrap == "" {
-			return nil, fmt.Errorf("start %q: %s: %w", s.ID, p.bwrapErr, ErrNoSandbox)
+		if _, err = p.bwrapPath(); err != nil {
+			return nil, fmt.Errorf("start %q: %w", s.ID, err)
 		}
 		h, err = p.startBwrap(ctx, s)
 	}
@@ -130,6 +128,25 @@ func (p *Provider) Start(ctx context.Context, s compute.Spec) (compute.Handle, e
 		p.mu.Unlock()
 	})
 	return h, nil
+}
+
+// bwrapPath is bubblewrap's path, or why there is none (wrapping [ErrNoSandbox]). While it
+// is missing every call looks it up again: a provider that lives long (the resident
+// dispatcher, serve) and was made before bubblewrap was installed finds it once it is.
+func (p *Provider) bwrapPath() (string, error) {
+	p.bwrapMu.Lock()
+	defer p.bwrapMu.Unlock()
+	if p.bwrap == "" {
+		if path, err := exec.LookPath(p.bwrapName); err != nil {
+			p.bwrapErr = fmt.Sprintf("bwrap %q: %v", p.bwrapName, err)
+		} else {
+			p.bwrap, p.bwrapErr = path, ""
+		}
+	}
+	if p.bwrap == "" {
+		return "", fmt.Errorf("%s: %w", p.bwrapErr, ErrNoSandbox)
+	}
+	return p.bwrap, nil
 }
 
 var (

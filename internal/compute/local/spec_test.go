@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +30,29 @@ func TestProvider_Start_NoSandbox(t *testing.T) {
 	r := run(t, p, compute.Spec{ID: "nosb", Sandbox: compute.SandboxNone, Argv: []string{"true"}})
 	if r.exit.Code != 0 || r.exit.Isolation != "none" {
 		t.Errorf("sandbox none without bwrap: %+v", r.exit)
+	}
+}
+
+// TestProvider_Start_BwrapInstalledLater: a provider made while bwrap is missing (a resident
+// dispatcher started before bubblewrap was installed) refuses sandboxed starts while it is,
+// and runs them once it is there, without being made again.
+func TestProvider_Start_BwrapInstalledLater(t *testing.T) {
+	requireBwrap(t)
+	real, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := filepath.Join(t.TempDir(), "bwrap")
+	p := newProvider(t, Options{BwrapPath: later})
+	if _, err := p.Start(t.Context(), compute.Spec{ID: "early", Argv: []string{"true"}}); !errors.Is(err, ErrNoSandbox) {
+		t.Fatalf("Start before bwrap is there = %v, want ErrNoSandbox", err)
+	}
+	if err := os.Symlink(real, later); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, p, compute.Spec{ID: "later", Argv: []string{"sh", "-c", "echo sandboxed"}})
+	if r.exit.Code != 0 || strings.TrimSpace(r.stdout) != "sandboxed" || r.exit.Isolation == "none" {
+		t.Errorf("Start once bwrap is there: %+v, stdout %q", r.exit, r.stdout)
 	}
 }
 

@@ -90,12 +90,17 @@ func (p *Provider) startHeld(ctx context.Context, s compute.Spec, l limits, out 
 	}
 	defer blockR.Close()
 	extra := append(append([]*os.File{}, s.Files...), argsFile, infoW, blockR)
+	bwrap, err := p.bwrapPath()
+	if err != nil {
+		blockW.Close()
+		return nil, nil, err
+	}
 	cg, err := p.makeCgroup(s.ID, l)
 	if err != nil {
 		blockW.Close()
 		return nil, nil, err
 	}
-	cmd := p.command(bwrapArgv(p.bwrap, fds, s.Argv), []string{}, "/", s, cg)
+	cmd := p.command(bwrapArgv(bwrap, fds, s.Argv), []string{}, "/", s, cg)
 	if out != nil {
 		cmd.Stdout, cmd.Stderr = out[0], out[1]
 	}
