@@ -110,10 +110,16 @@ func nsInode(t testing.TB, f *os.File) uint64 {
 	return st.Ino
 }
 
+// hostNetNS is the host's network namespace, read on this goroutine's own thread while it
+// holds it. Not /proc/self's (the main thread's): a provider's pool, this test's or one an
+// earlier test left filling, makes its namespaces on whatever thread its goroutine runs on,
+// the main thread too, and moves that thread back a moment later.
 func hostNetNS(t testing.TB) uint64 {
 	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
 		t.Fatal(err)
 	}
 	return st.Ino
@@ -171,7 +177,7 @@ func TestRunAs_NetNSMadeAhead(t *testing.T) {
 		}
 		return got
 	}
-	host, _ := os.Readlink("/proc/self/ns/net")
+	host := fmt.Sprintf("net:[%d]", hostNetNS(t))
 	// The first start finds no spare (bwrap makes the namespace); its end fills the pool.
 	probe(t, false)
 	for i := range 3 {
