@@ -120,12 +120,13 @@ func (p *Provider) NewSlot(ctx context.Context, tmpl compute.Spec, o compute.War
 	if err := validateSpec(v); err != nil {
 		return nil, fmt.Errorf("new warm slot: %w", err)
 	}
-	if _, err := p.bwrapPath(); err != nil && tmpl.Sandbox != compute.SandboxNone {
+	if tmpl.Sandbox == compute.SandboxNone {
+		return nil, errors.New("new warm slot: sandbox none has nothing to start ahead")
+	}
+	if _, err := p.bwrapPath(); err != nil {
 		return nil, fmt.Errorf("new warm slot: %w", err)
 	}
 	switch {
-	case tmpl.Sandbox == compute.SandboxNone:
-		return nil, errors.New("new warm slot: sandbox none has nothing to start ahead")
 	case os.Geteuid() != 0:
 		return nil, errors.New("new warm slot: only a provider running as root can attach a dispatch's files to a started sandbox")
 	case o.ClaimRoot == "" || checkPath(o.ClaimRoot) != nil || o.ClaimRoot == "/":
