@@ -211,6 +211,11 @@ func TestRedTeam44R_CodexReviewerConfigForgery(t *testing.T) {
 	}
 	if len(turns) != 2 || turns[0] == 0 || turns[1] == 0 {
 		t.Errorf("codex's model requests by turn: %v, want turns 0 and 1 only (a goal or a queued message added a turn)", turns)
+		for _, q := range model.Requests() {
+			if q.Turn > 1 {
+				t.Logf("turn %d's request: %.4000s", q.Turn, q.Body)
+			}
+		}
 	}
 	if ok {
 		t.Fatalf("the work was approved: review %+v\n%s", r.Review, out)
