@@ -23,6 +23,7 @@ package workerbin
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -40,11 +41,13 @@ const ExecName = "agora-worker-exec"
 func ExecBeside(worker string) string { return filepath.Join(filepath.Dir(worker), ExecName) }
 
 // ExecThere reports whether anything is at path, the exec-only worker's name: only a name with
-// nothing at it is passed over; a link to nothing counts, and fails the checks that follow.
-// The dispatcher and agora doctor decide alike through it.
+// nothing at it (ENOENT) is passed over. A link to nothing counts, and so does a name that
+// cannot be looked at (EACCES, ENOTDIR): the checks that follow then fail and say why, where
+// passing over would quietly run the other worker. The dispatcher and agora doctor decide
+// alike through it.
 func ExecThere(path string) bool {
 	_, err := os.Lstat(path)
-	return err == nil
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // MainPath is the package path the worker's build information must name.

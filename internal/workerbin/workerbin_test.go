@@ -381,3 +381,31 @@ func TestPin_CopyRewrittenAtOnceAfterAFreshPinIsPinnedAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestExecThere: only a name with nothing at it is passed over; a link to nothing and a name
+// that cannot be looked at are there, so the pin's checks refuse them rather than the
+// dispatcher quietly binding the other worker.
+func TestExecThere(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "gone"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{filepath.Join(dir, "absent"), false},
+		{file, true},
+		{dangling, true},
+		{filepath.Join(file, ExecName), true}, // ENOTDIR: not "nothing there"
+	} {
+		if got := ExecThere(c.path); got != c.want {
+			t.Errorf("ExecThere(%s) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}
