@@ -127,7 +127,7 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 	// sdk-one-pool: the same eight sharing http.DefaultTransport, which keeps two idle
 	// connections per host, so most calls open a new connection (~470 new connections a
 	// second).
-	sdk := func(b *testing.B, srv *server, transport func() http.RoundTripper, version string) {
+	sdkCallers := func(b *testing.B, srv *server, transport func() http.RoundTripper, version string) []func() error {
 		params := &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}}
 		var opts *mcp.ClientSessionOptions
 		if version != "" {
@@ -147,7 +147,10 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 				return nil
 			}
 		}
-		benchCalls(b, srv, callers)
+		return callers
+	}
+	sdk := func(b *testing.B, srv *server, transport func() http.RoundTripper, version string) {
+		benchCalls(b, srv, sdkCallers(b, srv, transport, version))
 	}
 	ownPool := func(b *testing.B) func() http.RoundTripper {
 		return func() http.RoundTripper {
@@ -161,11 +164,8 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 	b.Run("sdk-one-pool", func(b *testing.B) {
 		sdk(b, srv, func() http.RoundTripper { return http.DefaultTransport }, "")
 	})
-	// sdk-only: the same clients against a bare SDK server process (serveSDKOnly) returning
-	// agora's answer (its fields and values, re-encoded from what the client decoded, keys
-	// sorted): the SDK's own cost on both sides of the wire on this machine, under
-	// which no server built on it can answer.
-	b.Run("sdk-only", func(b *testing.B) {
+	// bareAnswer is agora's answer as the SDK client decoded it, for the bare server to send.
+	bareAnswer := func(b *testing.B) json.RawMessage {
 		res, err := httpSessionVia(b, srv.url, tokens[0], http.DefaultTransport, nil).CallTool(b.Context(), &mcp.CallToolParams{Name: "agora_dispatch_describe", Arguments: map[string]any{"id": id}})
 		if err != nil || res.IsError || res.StructuredContent == nil {
 			b.Fatalf("describe: %v %+v", err, res)
@@ -174,7 +174,20 @@ func BenchmarkDescribeHTTP(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sdk(b, sdkOnlyProcess(b, answer), ownPool(b), "")
+		return answer
+	}
+	// sdk-only: the same clients against a bare SDK server process (serveSDKOnly) returning
+	// agora's answer (its fields and values, re-encoded from what the client decoded, keys
+	// sorted): the SDK's own cost on both sides of the wire on this machine, under
+	// which no server built on it can answer.
+	b.Run("sdk-only", func(b *testing.B) { sdk(b, sdkOnlyProcess(b, bareAnswer(b)), ownPool(b), "") })
+	// sdk-interleaved: sdk and sdk-only at once, in turns (interleave), so that the machine's
+	// changes of speed fall on both alike: the ratio docs/BENCHMARKS.md gives for describe.
+	b.Run("sdk-interleaved", func(b *testing.B) {
+		bare := sdkOnlyProcess(b, bareAnswer(b))
+		interleave(b,
+			&side{name: "agora", srv: srv, callers: sdkCallers(b, srv, ownPool(b), "")},
+			&side{name: "bare", srv: bare, callers: sdkCallers(b, bare, ownPool(b), "")})
 	})
 }
 
