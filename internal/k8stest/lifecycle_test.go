@@ -84,7 +84,8 @@ func TestChildrenDieWithTestBinary(t *testing.T) {
 		t.Skip("SKIP: no sleep in PATH")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChildrenDieWithTestBinary$", "-test.timeout=11m")
-	cmd.Env = append(os.Environ(), "K8STEST_CHILD=1")
+	// The child is killed, so its own temporary directories are made in this test's.
+	cmd.Env = append(os.Environ(), "K8STEST_CHILD=1", "TMPDIR="+t.TempDir())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

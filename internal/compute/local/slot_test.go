@@ -286,7 +286,8 @@ func TestSlot_KilledHolderNeverReused(t *testing.T) {
 	requireSlots(t)
 	dir := filepath.Join(t.TempDir(), "slots")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSlot_HolderHelper$")
-	cmd.Env = append(os.Environ(), "AGORA_TEST_SLOT_HOLDER="+dir)
+	// The holder is killed, so its own temporary directories are made in this test's.
+	cmd.Env = append(os.Environ(), "AGORA_TEST_SLOT_HOLDER="+dir, "TMPDIR="+t.TempDir())
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

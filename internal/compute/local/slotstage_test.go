@@ -268,7 +268,8 @@ func TestSlotStage_HolderKilled(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "slots")
 			cmd := exec.Command(os.Args[0], "-test.run=^TestSlotStage_HolderHelper$")
-			cmd.Env = append(os.Environ(), "AGORA_TEST_STAGE_HOLDER="+dir, "AGORA_TEST_STAGE_MODE="+mode)
+			// The holder is killed, so its own temporary directories are made in this test's.
+			cmd.Env = append(os.Environ(), "AGORA_TEST_STAGE_HOLDER="+dir, "AGORA_TEST_STAGE_MODE="+mode, "TMPDIR="+t.TempDir())
 			stdout, _ := cmd.StdoutPipe()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
