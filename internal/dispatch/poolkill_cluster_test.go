@@ -87,6 +87,12 @@ func poolKillDispatcher(t *testing.T, h *home.Home, worker string, ca []byte) *d
 		t.Fatal(err)
 	}
 	reader := view.New(h.DB, h.Blobs)
+	// No agent runtime on PATH: an empty directory of the home's, which the parent test
+	// removes (a helper is killed by design, so a t.TempDir of its own would stay behind).
+	noRuntimes := filepath.Join(h.Dir, "no-runtimes")
+	if err := os.MkdirAll(noRuntimes, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	d := &dispatch.Dispatcher{
 		Records: dispatch.NewRecords(h.DB, audit.New(nil), nil),
 		Catalog: reader,
@@ -103,7 +109,7 @@ func poolKillDispatcher(t *testing.T, h *home.Home, worker string, ca []byte) *d
 		Config:          h.Config,
 		StateDir:        filepath.Join(h.Dir, home.DispatchDir),
 		Worker:          dispatch.WorkerBinary{Path: worker, Pinner: &workerbin.Pinner{Dir: filepath.Join(h.Dir, workerbin.DirName)}},
-		Runtimes:        &runtimebin.Resolver{PATH: t.TempDir()},
+		Runtimes:        &runtimebin.Resolver{PATH: noRuntimes},
 	}
 	// The test runs as root: a root agora runs each dispatch as a leased uid and claims no pool.
 	dispatch.StageAsInvokingUser(d)

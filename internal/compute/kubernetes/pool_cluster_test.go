@@ -108,6 +108,25 @@ func poolSetup(t testing.TB) (g *slotGW, p, admin *Provider, cs *kubernetes.Clie
 	return g, p, admin, cs
 }
 
+// cancelAtEnd cancels h's task when t ends and waits until h has ended: the handle closes
+// its gateway session when its task is gone, and without the wait it does so after the
+// test's directories are removed, making the registry's gateway/sessions/.locks again in a
+// TempDir nobody removes any more.
+func cancelAtEnd(t testing.TB, p *Provider, h compute.Handle) {
+	t.Cleanup(func() {
+		if err := p.Cancel(context.Background(), h.TaskID()); err != nil {
+			t.Errorf("cancel %s: %v", h.TaskID(), err)
+		}
+		ended := make(chan struct{})
+		go func() { h.Wait(); close(ended) }()
+		select {
+		case <-ended:
+		case <-time.After(2 * time.Minute):
+			t.Errorf("task %s has not ended 2 minutes after its cancel", h.TaskID())
+		}
+	})
+}
+
 // poolSpec is warmSpec of a pool of the test's own (tag): tests sharing the cluster never
 // share a pool.
 func poolSpec(t testing.TB, id, tag string) compute.Spec {

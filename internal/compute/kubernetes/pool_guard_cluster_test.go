@@ -44,7 +44,7 @@ func TestAgentSandboxPool_AttackTemplateManagedAfterClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Cancel(context.Background(), h.TaskID()) })
+	cancelAtEnd(t, p, h)
 	claimed := handedTo(t, pods, id)
 
 	if _, err := admin.client.ExtensionsV1beta1().SandboxTemplates(p.ns).Patch(t.Context(), pl.Name, types.MergePatchType,

@@ -93,7 +93,7 @@ func TestAgentSandboxPool_AttackTwoClaimsOneReadyPod(t *testing.T) {
 		wg.Go(func() {
 			h, err := open.Claim(t.Context(), poolSpec(t, ids[i], "two-claims"), bind)
 			if err == nil {
-				t.Cleanup(func() { sup.Cancel(context.Background(), h.TaskID()) })
+				cancelAtEnd(t, sup, h)
 			}
 			results[i] = result{h, err}
 		})
