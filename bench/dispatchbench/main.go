@@ -380,9 +380,14 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 			}
 		}
 	}
-	// Interleave them so load changes hit them alike.
-	for range n {
-		for _, b := range benches {
+	// Interleave them so load changes hit them alike, and rotate the order each round so each
+	// command follows each other one as often: what one leaves running (a dispatch's
+	// background teardown, the kernel's cleanup of its namespaces after the process exits)
+	// slows the command after it. In a fixed order -base's dispatch always followed the
+	// in-process one, and the same binary measured as -bin and as -base differed by 0.5-1.5 ms.
+	for i := range n {
+		for j := range benches {
+			b := benches[(i+j)%len(benches)]
 			start := time.Now()
 			id, err := b.f()
 			if err != nil {
