@@ -9,7 +9,9 @@
 // With -repo a git repository is dispatched too (a checkout, a baseline and a capture that
 // run git), as another interleaved command; with -base another agora binary (an earlier
 // build, say) runs the same no-op dispatch in the same rounds, so a change is measured
-// against what it replaces on the same machine at the same time. With -serve an `agora orch
+// against what it replaces on the same machine at the same time; -bin's home still measures
+// 0.3-0.5 ms apart from -base's with the same binary, so a smaller change is measured both
+// ways round (-bin new -base old, then -bin old -base new). With -serve an `agora orch
 // serve` runs on -bin's home and a hand-off dispatch (the one-shot CLI gives its
 // dispatch to serve) is measured too, the in-process one with AGORA_NO_HANDOFF=1 beside it.
 // With -mcp an `agora mcp` (stdio, the official MCP Go SDK client) runs on each home and the
