@@ -9,9 +9,10 @@
 // With -repo a git repository is dispatched too (a checkout, a baseline and a capture that
 // run git), as another interleaved command; with -base another agora binary (an earlier
 // build, say) runs the same no-op dispatch in the same rounds, so a change is measured
-// against what it replaces on the same machine at the same time; -bin's home still measures
-// 0.3-0.5 ms apart from -base's with the same binary, so a smaller change is measured both
-// ways round (-bin new -base old, then -bin old -base new). With -serve an `agora orch
+// against what it replaces on the same machine at the same time; with the same binary on
+// both sides, -bin's home (which also serves the in-process row) still measures about 0.5 ms
+// faster, so a smaller change is measured both ways round (-bin new -base old, then -bin old
+// -base new). With -serve an `agora orch
 // serve` runs on -bin's home and a hand-off dispatch (the one-shot CLI gives its
 // dispatch to serve) is measured too, the in-process one with AGORA_NO_HANDOFF=1 beside it.
 // With -mcp an `agora mcp` (stdio, the official MCP Go SDK client) runs on each home and the
@@ -386,7 +387,7 @@ func run(n int, bin, repo, base string, serve bool, warm int, handoffOnly bool) 
 	// command follows each other one as often: what one leaves running (a dispatch's
 	// background teardown, the kernel's cleanup of its namespaces after the process exits)
 	// slows the command after it. In a fixed order -base's dispatch always followed the
-	// in-process one, and the same binary measured as -bin and as -base differed by 0.5-1.5 ms.
+	// in-process one, and the same binary measured 0.3-1.6 ms faster as -bin than as -base.
 	for i := range n {
 		for j := range benches {
 			b := benches[(i+j)%len(benches)]
