@@ -26,13 +26,20 @@ func (e *env) approvalCLI(args ...string) (string, error) {
 	return string(out), err
 }
 
-// awaitPending waits until dispatch id has a pending approval after seq, and returns it.
+// awaitPending waits until dispatch id has a pending approval after seq, and returns it. It
+// waits for the dispatch's own events: a held call, or its end (its timeout, runAsync's
+// dispatchTimeout, ends it). The guard past that only catches a supervisor that hangs.
 func (e *env) awaitPending(id string, after int) dispatch.Approval {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(dispatchTimeout + time.Minute)
+	var last *dispatch.Record
+	var lastErr error
 	for time.Now().Before(deadline) {
 		r, err := e.d.Records.Get(e.t.Context(), id)
-		if err == nil {
+		if err != nil {
+			lastErr = err
+		} else {
+			last = r
 			for _, a := range r.Approvals {
 				if a.Seq > after && a.State == dispatch.ApprovalPending {
 					if r.Phase != dispatch.PhaseAwaitingApproval {
@@ -47,26 +54,45 @@ func (e *env) awaitPending(id string, after int) dispatch.Approval {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.t.Fatalf("dispatch %s: no call held for approval within 30s", id)
+	if last != nil {
+		e.t.Fatalf("dispatch %s: still %s (phase %q), no call held, %s past its timeout; last read error: %v", id, last.State, last.Phase, time.Minute, lastErr)
+	}
+	e.t.Fatalf("dispatch %s: never read: %v", id, lastErr)
 	return dispatch.Approval{}
 }
 
+// dispatchTimeout is an approval test's dispatch's budget: only a bound for a run that hangs,
+// so long enough for a loaded machine to reach every hold.
+const dispatchTimeout = 3 * time.Minute
+
 // runAsync accepts req and supervises it on a goroutine; the channel yields the final record.
+// The test's cleanup waits for the supervisor's return, so that a test that ends early (a
+// failed wait) reports the supervisor's error while it still can, and its stage is released
+// before the test's directories are removed.
 func (e *env) runAsync(req dispatch.Request) (string, <-chan *dispatch.Record) {
 	e.t.Helper()
-	req.Timeout, req.Actor = 60*time.Second, "test"
+	req.Timeout, req.Actor = dispatchTimeout, "test"
 	r, err := e.d.Accept(e.t.Context(), req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	done := make(chan *dispatch.Record, 1)
+	returned := make(chan struct{})
 	go func() {
+		defer close(returned)
 		final, err := e.d.Supervise(e.t.Context(), r.ID, nil)
 		if err != nil {
 			e.t.Error(err)
 		}
 		done <- final
 	}()
+	e.t.Cleanup(func() {
+		select {
+		case <-returned:
+		case <-time.After(2 * time.Minute):
+			e.t.Errorf("dispatch %s: the supervisor did not return within 2m of the test's end", r.ID)
+		}
+	})
 	return r.ID, done
 }
 
