@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"testing"
@@ -19,21 +20,28 @@ func TestProvider_Start_ForkBombIsContained(t *testing.T) {
 		runAs = testRunAs
 	}
 	const maxProcs = 64
+	// samplesAtLimit is how many samples the bomb is watched for once it is at the limit
+	// (half of it or more) before the test ends it: the check that it stays below counts
+	// samples, not seconds, so a loaded machine only makes the test longer.
+	const samplesAtLimit = 50
 	marker := sleepMarker(t)
 	// Every iteration forks a subshell that forks a sleep; failures are ignored so the
-	// loop keeps pushing against the limit until the timeout.
+	// loop keeps pushing against the limit until it is ended.
 	script := "while :; do (sleep " + marker + " &) 2>/dev/null; done"
 	var out syncBuffer
-	h, err := p.Start(t.Context(), compute.Spec{
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h, err := p.Start(ctx, compute.Spec{
 		ID: "bomb", Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
 		Stdout: &out, Stderr: &out,
-		Limits: compute.Limits{MaxProcs: maxProcs, Timeout: 3 * time.Second},
+		// Only a guard: the test ends the bomb once it has watched it at the limit.
+		Limits: compute.Limits{MaxProcs: maxProcs, Timeout: 2 * time.Minute},
 		RunAs:  runAs,
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	peak := 0
+	peak, atLimit := 0, 0
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -45,11 +53,16 @@ func TestProvider_Start_ForkBombIsContained(t *testing.T) {
 			running = false
 		case <-time.After(20 * time.Millisecond):
 			peak = max(peak, sleepsWith(marker))
+			if peak >= maxProcs/2 {
+				if atLimit++; atLimit == samplesAtLimit {
+					cancel()
+				}
+			}
 		}
 	}
 	exit, _ := h.Wait()
-	if !exit.TimedOut {
-		t.Errorf("exit = %+v, want the bomb ended by the timeout", exit)
+	if !exit.Cancelled || exit.TimedOut {
+		t.Errorf("exit = %+v, want the bomb ended by the test's cancel, not its guard timeout", exit)
 	}
 	// The sleeps share the limit with bwrap's init, the shell and its subshells,
 	// so they alone stay below it.
@@ -59,7 +72,7 @@ func TestProvider_Start_ForkBombIsContained(t *testing.T) {
 	if peak < maxProcs/2 {
 		t.Errorf("peak of %d sandbox sleeps: the bomb never reached the limit", peak)
 	}
-	t.Logf("peak %d sleeps under MaxProcs %d; isolation %s", peak, maxProcs, exit.Isolation)
+	t.Logf("peak %d sleeps under MaxProcs %d, %d samples at half of it or more; isolation %s", peak, maxProcs, atLimit, exit.Isolation)
 	if left := procsWith(marker); len(left) > 0 {
 		t.Errorf("processes left after the bomb: %d", len(left))
 	}
