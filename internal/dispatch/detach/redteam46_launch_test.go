@@ -37,6 +37,9 @@ exec sleep 30`
 			}()
 		}
 		_, done, err := s.Launch(ctx, "D1")
+		// A Launch that gave up (late) may return before the supervisor's shell has
+		// written its pid.
+		agoratest.WaitFor(t, 10*time.Second, "the supervisor to write its pid", func() bool { return len(spawned(t, dir)) > 0 })
 		pids := spawned(t, dir)
 		if len(pids) != 1 {
 			t.Fatalf("spawned %v, want one supervisor", pids)
