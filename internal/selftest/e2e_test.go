@@ -161,7 +161,7 @@ func logTimes(t *testing.T, rep selftest.Report) {
 	for _, c := range rep.Classes {
 		fmt.Fprintf(&b, " %s %.1f (%d);", c.Class, c.Seconds, c.Rows)
 	}
-	// A kubernetes attack whose pod started too late for its time limit runs once more.
+	// An attack whose sandbox or pod started too late for its time limit runs once more.
 	for _, r := range rep.Rows {
 		if strings.HasPrefix(r.Evidence, "run again:") {
 			fmt.Fprintf(&b, "\n%s: %s", r.ID, r.Evidence)

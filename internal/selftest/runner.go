@@ -271,17 +271,27 @@ type artifact struct {
 // long on every quiet run.
 var podStarts = []time.Duration{20 * time.Second, 90 * time.Second}
 
-// startAllowances are the pod-start allowances attack a is dispatched with, in order: one run
-// with none for an attack without a time limit or off kubernetes.
+// sandboxStarts are the same for a bubblewrap sandbox or a container: its time limit runs from
+// the dispatch's start, which a quiet host reaches in well under a second; a loaded one (a
+// container engine beside a test suite) may take longer than the limit, and a run that
+// observed nothing for that runs once more with a minute more.
+var sandboxStarts = []time.Duration{0, time.Minute}
+
+// startAllowances are the start allowances attack a is dispatched with, in order: one run
+// with none for an attack without a time limit.
 func (r *run) startAllowances(a Attack) []time.Duration {
-	if a.Timeout > 0 && r.o.Provider == "kubernetes" {
+	switch {
+	case a.Timeout <= 0:
+		return []time.Duration{0}
+	case r.o.Provider == "kubernetes":
 		return podStarts
 	}
-	return []time.Duration{0}
+	return sandboxStarts
 }
 
 // startedLate says whether attack a's dispatch s ran out of time before its program wrote the
-// canary: its pod started too late for the observation, which says nothing of the control.
+// canary: its sandbox or pod started too late for the observation, which says nothing of the
+// control.
 func startedLate(a Attack, nonce string, s seen) bool {
 	return a.Timeout > 0 && s.rec.Reason == lifecycle.ReasonTimeout &&
 		strings.TrimSpace(string(s.canary)) != nonce && !markedEntry(a, s, nonce)
@@ -317,7 +327,7 @@ func (r *run) provider() string {
 
 // dispatch runs one attack as a real dispatch and reads its record, then its outputs,
 // patch and log from the blobs the record names.
-func (r *run) dispatch(ctx context.Context, a Attack, nonce string, podStart time.Duration) (seen, error) {
+func (r *run) dispatch(ctx context.Context, a Attack, nonce string, startAllowance time.Duration) (seen, error) {
 	in, err := r.input(a, nonce)
 	if err != nil {
 		return seen{}, err
@@ -326,7 +336,7 @@ func (r *run) dispatch(ctx context.Context, a Attack, nonce string, podStart tim
 		"--repo", r.repo, "--input", in, "-o", "json"}
 	args = append(args, r.dispatchArgs(a)...)
 	if a.Timeout > 0 {
-		args = append(args, "--timeout", (a.Timeout + podStart).String())
+		args = append(args, "--timeout", (a.Timeout + startAllowance).String())
 	}
 	out, err := r.agora(ctx, args...)
 	var s seen
