@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agora-dev/agora/internal/dispatch"
 	"github.com/agora-dev/agora/internal/lifecycle"
@@ -35,6 +36,12 @@ func TestServer_AddedTasksShown(t *testing.T) {
 	o := addedRun()
 	e := startWith(t, Sources{Orch: o, Dispatches: fakeDispatches{map[string]*dispatch.Record{}}})
 	c, _ := login(t, e, readToken)
+	// The run's shape is made first: a page waits for it only shapeWait and is otherwise drawn
+	// without what follows from the plan (a fixed task's product among it); the test asserts
+	// the page with it.
+	if _, ok, err := e.srv.shapes.get(t.Context(), "run1", 0, time.Minute); !ok {
+		t.Fatalf("the run's shape: %v", err)
+	}
 	for _, tc := range []struct {
 		path string
 		want []string
