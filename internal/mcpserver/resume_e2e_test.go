@@ -394,7 +394,20 @@ func TestResume_Kill9DuringAnswer(t *testing.T) {
 		`sh -c 'case "$AGORA_INPUT_JSON" in *agora_resume*) sleep 30;; *) printf %s "{\"question\":\"Which color?\"}" > "$AGORA_OUT/needs_input.json";; esac'`)
 	token := newToken(t)
 	tokens := tokensFile(t, map[string][2]string{"helper": {token, "dispatch"}})
-	delays := []time.Duration{0, 20 * time.Millisecond, 60 * time.Millisecond, 120 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second}
+	// afterCommit is not a delay: the kill waits for the answer's commit (the parent recorded
+	// answered), so the after-commit side is checked however slow the machine is; the delays
+	// land where they land.
+	const afterCommit = time.Duration(-1)
+	delays := []time.Duration{0, 20 * time.Millisecond, 60 * time.Millisecond, 120 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, afterCommit}
+	wait := func(parent string, delay time.Duration) {
+		if delay != afterCommit {
+			time.Sleep(delay)
+			return
+		}
+		agoratest.WaitFor(t, 2*time.Minute, "the answer to "+parent+" to commit", func() bool {
+			return hostRecord(t, home, parent).State == "answered"
+		})
+	}
 	answerers := map[string]func(parent string, delay time.Duration){
 		"cli": func(parent string, delay time.Duration) {
 			cmd := exec.Command(agoraBin, "dispatch", "resume", parent, "--answer", "first")
@@ -402,7 +415,7 @@ func TestResume_Kill9DuringAnswer(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(delay)
+			wait(parent, delay)
 			cmd.Process.Kill()
 			cmd.Wait()
 		},
@@ -415,7 +428,7 @@ func TestResume_Kill9DuringAnswer(t *testing.T) {
 				cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agora_dispatch",
 					Arguments: map[string]any{"resume": map[string]any{"dispatch": parent, "answer": "first"}, "wait_seconds": 0}})
 			}()
-			time.Sleep(delay)
+			wait(parent, delay)
 			syscall.Kill(srv.pid, syscall.SIGKILL)
 			<-done
 		},
