@@ -75,7 +75,7 @@ func (r *run) attack(ctx context.Context, a Attack) Row {
 		if i == len(allowances)-1 || !startedLate(a, nonce, s) {
 			break
 		}
-		late = fmt.Sprintf("run again: %s did not start the program within its time limit (%s more for the start): ", s.rec.ID, allowance)
+		late = fmt.Sprintf("run again: %s did not start the program within its time limit; run again with %s more for the start: ", s.rec.ID, allowances[i+1])
 	}
 	if late != "" && err == nil {
 		row.Evidence = late + row.Evidence

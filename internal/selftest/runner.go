@@ -290,10 +290,11 @@ func (r *run) startAllowances(a Attack) []time.Duration {
 }
 
 // startedLate says whether attack a's dispatch s ran out of time before its program wrote the
-// canary: its sandbox or pod started too late for the observation, which says nothing of the
-// control.
+// canary and left nothing for the host to see: its sandbox or pod started too late for the
+// observation, which says nothing of the control. A run the host-side probe saw something of
+// is not late, whatever its canary: a second run must never stand in for a breach.
 func startedLate(a Attack, nonce string, s seen) bool {
-	return a.Timeout > 0 && s.rec.Reason == lifecycle.ReasonTimeout &&
+	return a.Timeout > 0 && s.rec.Reason == lifecycle.ReasonTimeout && s.probe == "" &&
 		strings.TrimSpace(string(s.canary)) != nonce && !markedEntry(a, s, nonce)
 }
 
